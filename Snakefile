@@ -1,0 +1,93 @@
+# Regenerates every figure, table, executed notebook and the claims report.
+#
+#   snakemake --cores all                          # tiny profile (the default)
+#   snakemake --cores all --config profile=smoke   # seconds per paper (CI)
+#   snakemake --profile profiles/slurm --config profile=full
+#
+# Outputs go to results/<profile>/<paper>/. Each paper adds its rules in papers/<paper>/rules.smk,
+# registers its metric parts in PAPER_METRICS and its figures/tables in PAPER_TARGETS.
+# Config keys: profile (smoke|tiny|full), results (root folder), papers_dir (where papers live).
+import sys
+from pathlib import Path
+
+PROFILES = ["smoke", "tiny", "full"]
+PROFILE = config.get("profile", "tiny")
+if PROFILE not in PROFILES:
+    raise ValueError(f"unknown profile {PROFILE!r}; valid profiles: {PROFILES}")
+PAPERS_DIR = Path(config.get("papers_dir", "papers"))
+RESULTS = f"{config.get('results', 'results')}/{PROFILE}"
+PY = sys.executable
+PAPERS = sorted(p.parent.name for p in PAPERS_DIR.glob("*/rules.smk"))
+CLAIM_FILES = sorted(str(p) for p in [*PAPERS_DIR.glob("*/claims.yaml"), Path("kernels/claims.yaml")] if p.exists())
+
+PAPER_METRICS = {}   # paper -> its metric part files (results/<profile>/<paper>/metrics/<experiment>.json)
+PAPER_TARGETS = []   # figures and tables each paper declares
+
+
+def prov(*paths):
+    """An artifact and its provenance sidecar, both declared as outputs."""
+    return [q for p in paths for q in (p, f"{p}.provenance.json")]
+
+
+def experiment_cmd(paper, experiment):
+    """The shell command of one experiment at this profile (threads set to 1 per job)."""
+    return (f"OMP_NUM_THREADS=1 {PY} -m papers.{paper} {experiment} --profile {PROFILE} "
+            f"--out {RESULTS}/{paper} --rule {{rule}}")
+
+
+for _paper in PAPERS:
+    include: PAPERS_DIR / _paper / "rules.smk"
+
+wildcard_constraints:
+    paper="|".join(PAPERS) or "NO_PAPER",
+
+
+rule all:
+    input:
+        PAPER_TARGETS,
+        expand(f"{RESULTS}/{{paper}}/{{paper}}.ipynb", paper=PAPERS),
+        f"{RESULTS}/claims.md",
+        f"{RESULTS}/overview.ipynb",
+
+
+rule paper_metrics:
+    """One metrics.json per paper: every experiment's metrics, keyed by experiment."""
+    input: lambda wc: PAPER_METRICS[wc.paper]
+    output: prov(f"{RESULTS}/{{paper}}/metrics.json")
+    shell: "{PY} -m shared.metrics {output[0]} {input} --profile {PROFILE} --rule {rule}"
+
+
+rule paper_notebook:
+    """The paper's notebook, executed by papermill with the profile and results folder injected."""
+    input:
+        nb=str(PAPERS_DIR / "{paper}" / "{paper}.ipynb"),
+        metrics=f"{RESULTS}/{{paper}}/metrics.json",
+    output: prov(f"{RESULTS}/{{paper}}/{{paper}}.ipynb")
+    log: f"{RESULTS}/logs/{{paper}}_notebook.log"
+    shell:
+        "OMP_NUM_THREADS=1 {PY} -m papermill {input.nb} {output[0]} -k python3 --cwd {RESULTS}/{wildcards.paper} "
+        "-p profile {PROFILE} -p results_dir $(realpath {RESULTS}/{wildcards.paper}) -p claims_path $(realpath {PAPERS_DIR}/{wildcards.paper}/claims.yaml) > {log} 2>&1 && "
+        "{PY} -m shared.provenance {output[0]} --profile {PROFILE} --rule {rule}"
+
+
+rule claims_ledger:
+    """results/<profile>/claims.{json,md}: every paper's claims, PASS / FAIL / NOT RUN."""
+    input:
+        claims=CLAIM_FILES,
+        metrics=expand(f"{RESULTS}/{{paper}}/metrics.json", paper=PAPERS),
+    output: prov(f"{RESULTS}/claims.json", f"{RESULTS}/claims.md")
+    shell: "{PY} -m shared.claims --profile {PROFILE} --results {RESULTS} --rule {rule} {input.claims}"
+
+
+rule overview_notebook:
+    """notebooks/overview.ipynb executed after every paper: all claims tables and figure links."""
+    input:
+        nb="notebooks/overview.ipynb",
+        claims=f"{RESULTS}/claims.json",
+        papers=expand(f"{RESULTS}/{{paper}}/{{paper}}.ipynb", paper=PAPERS),
+    output: prov(f"{RESULTS}/overview.ipynb")
+    log: f"{RESULTS}/logs/overview_notebook.log"
+    shell:
+        "OMP_NUM_THREADS=1 {PY} -m papermill {input.nb} {output[0]} -k python3 --cwd {RESULTS} "
+        "-p profile {PROFILE} -p results_dir $(realpath {RESULTS}) > {log} 2>&1 && "
+        "{PY} -m shared.provenance {output[0]} --profile {PROFILE} --rule {rule}"

@@ -1,0 +1,119 @@
+"""One experiment run and the per-paper command line.
+
+`python -m papers.<name> <experiment> --profile P --out results/P/<name> [--seed S] [--set k=v]`
+
+Each experiment is a function `fn(run: Run) -> dict` that returns its metrics. `Run` holds the
+validated config and writes every artifact under the paper's output folder with its provenance
+sidecar::
+
+    out/metrics/<experiment>.json   figures/<name>.{png,pdf}   tables/<name>.{csv,md}   checkpoints/
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .config import PROFILES, Config, ConfigError, config_hash, load_config
+from .io import write_json, write_text
+from .provenance import write_sidecar
+from .seeding import seed_everything, set_threads
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "offline")
+
+
+class Run:
+    """Config, output folders, seed and clock of one experiment; artifacts get provenance."""
+
+    def __init__(self, paper: str, experiment: str, cfg: Config, out: str | Path, rule: str | None = None):
+        self.paper, self.experiment, self.cfg = paper, experiment, cfg
+        self.out = Path(out)
+        self.profile = cfg["profile"]
+        self.seed = int(cfg.get("seed", 0))
+        self.rule = rule
+        self.hash = config_hash(cfg)
+        self.start = time.perf_counter()
+
+    def dir(self, kind: str) -> Path:
+        path = self.out / kind
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _stamp(self, path: Path, extra: Mapping[str, Any] | None = None) -> Path:
+        write_sidecar(path, profile=self.profile, config_hash=self.hash, seed=self.seed, rule=self.rule,
+                      wall_time_s=time.perf_counter() - self.start,
+                      extra={"paper": self.paper, "experiment": self.experiment, **(extra or {})})
+        return path
+
+    def save_metrics(self, metrics: Mapping[str, Any]) -> Path:
+        path = write_json(self.dir("metrics") / f"{self.experiment}.json", metrics)
+        return self._stamp(path)
+
+    def save_figure(self, fig, name: str) -> list[Path]:
+        from .plotting import save_figure
+
+        paths = save_figure(fig, self.dir("figures") / name)
+        for p in paths:
+            self._stamp(p)
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+        return paths
+
+    def save_table(self, df, name: str, floatfmt: str = ".3f") -> list[Path]:
+        """Write a pandas DataFrame as CSV (for machines) and Markdown (for people)."""
+        tables = self.dir("tables")
+        csv_path = write_text(tables / f"{name}.csv", df.to_csv(index=False))
+        md_path = write_text(tables / f"{name}.md", df.to_markdown(index=False, floatfmt=floatfmt) + "\n")
+        return [self._stamp(csv_path), self._stamp(md_path)]
+
+    def checkpoint_dir(self, *parts: str) -> Path:
+        path = self.out / "checkpoints" / self.experiment / "/".join(parts)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    @property
+    def wall_time(self) -> float:
+        return time.perf_counter() - self.start
+
+
+Experiment = Callable[[Run], Mapping[str, Any]]
+
+
+def run_experiment(paper: str, experiment: Experiment, name: str, config_path: Path, profile: str,
+                   out: Path, seed: int | None = None, overrides: list[str] | None = None,
+                   rule: str | None = None, threads: int = 1) -> dict:
+    """Load the config, seed, run one experiment and write its metrics. Returns the metrics."""
+    cfg = load_config(config_path, profile, overrides)
+    if seed is not None:
+        cfg["seed"] = seed
+    set_threads(threads)
+    seed_everything(int(cfg.get("seed", 0)))
+    run = Run(paper, name, cfg, out, rule=rule)
+    metrics = dict(experiment(run))
+    run.save_metrics(metrics)
+    return metrics
+
+
+def cli(paper: str, experiments: Mapping[str, Experiment], config_path: Path, argv: list[str] | None = None) -> None:
+    """The `python -m papers.<paper>` entry point."""
+    parser = argparse.ArgumentParser(prog=f"python -m papers.{paper}", description=f"{paper} experiments")
+    parser.add_argument("experiment", choices=sorted(experiments))
+    parser.add_argument("--profile", default="tiny", help=f"one of {list(PROFILES)} (default tiny)")
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default results/<profile>/<paper>)")
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config key, e.g. --set train.epochs=3")
+    parser.add_argument("--rule", default=None, help="the Snakemake rule that runs this (for provenance)")
+    parser.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")))
+    args = parser.parse_args(argv)
+    out = args.out or Path("results") / args.profile / paper
+    try:
+        run_experiment(paper, experiments[args.experiment], args.experiment, config_path, args.profile, out,
+                       seed=args.seed, overrides=args.overrides, rule=args.rule, threads=args.threads)
+    except ConfigError as err:
+        sys.exit(f"config error: {err}")

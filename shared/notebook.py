@@ -1,0 +1,44 @@
+"""Helpers the notebooks call (logic stays here; notebooks narrate and plot)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from .claims import evaluate_claim, load_claims
+from .io import read_json
+
+
+def claims_table(claims_path: str | Path, results_dir: str | Path, profile: str) -> pd.DataFrame:
+    """One paper's claims evaluated live against `results_dir/metrics.json`."""
+    metrics_path = Path(results_dir) / "metrics.json"
+    metrics = read_json(metrics_path) if metrics_path.is_file() else None
+    rows = [evaluate_claim(e, metrics, profile) for e in load_claims(claims_path)]
+    return pd.DataFrame(
+        [{"id": r.id, "paper value": r.paper_value, "reproduced": r.reproduced, "test": r.test,
+          "status": r.status} for r in rows]
+    )
+
+
+def format_table(df: pd.DataFrame) -> str:
+    """A fixed-width text rendering, stable across runs (nbval compares it)."""
+    return df.to_string(index=False, float_format=lambda v: f"{v:.4g}")
+
+
+def ledger_table(results_dir: str | Path) -> pd.DataFrame:
+    """The whole claims ledger of a profile (results/<profile>/claims.json)."""
+    data = read_json(Path(results_dir) / "claims.json")
+    df = pd.DataFrame(data["claims"])
+    if df.empty:
+        return pd.DataFrame(columns=["id", "paper", "paper_value", "reproduced", "status"])
+    return df[["id", "paper", "paper_value", "reproduced", "test", "status", "note"]]
+
+
+def figure_links(results_dir: str | Path) -> str:
+    """Markdown links to every paper's figures (PNG), grouped by paper."""
+    results_dir = Path(results_dir)
+    lines = []
+    for paper_dir in sorted(p for p in results_dir.iterdir() if (p / "figures").is_dir()):
+        lines.append(f"**{paper_dir.name}**: " + ", ".join(
+            f"[{f.stem}]({f.relative_to(results_dir)})" for f in sorted((paper_dir / "figures").glob("*.png"))))
+    return "\n\n".join(lines) or "_no figures yet_"

@@ -1,0 +1,57 @@
+"""The repo's shape: required files, import rules, pins mirrored in environment.yml."""
+import ast
+import tomllib
+
+import yaml
+
+from conftest import REPO
+
+TOP = ["Snakefile", "environment.yml", "README.md", "pyproject.toml", "Makefile", ".ci/run",
+       "papers", "shared", "kernels", "notebooks", "tests", "profiles/default", "profiles/slurm"]
+
+
+def test_top_level_layout():
+    missing = [p for p in TOP if not (REPO / p).exists()]
+    assert not missing, missing
+
+
+def imports_of(path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+
+
+def test_import_rules():
+    """shared and kernels never import a paper; papers never import each other."""
+    bad = []
+    for pkg in ("shared", "kernels"):
+        for f in (REPO / pkg).rglob("*.py"):
+            bad += [f"{f}: {m}" for m in imports_of(f) if m.split(".")[0] == "papers"]
+    for paper in (REPO / "papers").iterdir():
+        for f in paper.rglob("*.py"):
+            bad += [f"{f}: {m}" for m in imports_of(f)
+                    if m.startswith("papers.") and m.split(".")[1] != paper.name]
+    assert not bad, bad
+
+
+def test_environment_mirrors_pyproject_pins():
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    env = yaml.safe_load((REPO / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert set(deps) <= set(pip), set(deps) - set(pip)
+    assert "torch==2.13.0" in deps
+
+
+def test_notebooks_committed_stripped_with_metadata():
+    import nbformat
+
+    for nb_path in [*REPO.glob("papers/*/*.ipynb"), *REPO.glob("notebooks/*.ipynb"),
+                    *REPO.glob("tests/fixtures/papers/*/*.ipynb")]:
+        nb = nbformat.read(nb_path, as_version=4)
+        assert nb.metadata["language_info"]["name"] == "python", nb_path
+        assert any("parameters" in c.metadata.get("tags", []) for c in nb.cells), f"{nb_path}: no parameters cell"
+        assert any("NBVAL_CHECK_OUTPUT" in c.source for c in nb.cells), f"{nb_path}: no checked claims cell"
+        assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"), f"{nb_path} has outputs"

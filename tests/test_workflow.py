@@ -1,0 +1,91 @@
+"""The workflow end to end at the smoke profile: snakemake, papermill, provenance, ledger, nbval.
+
+Two runs: the fixture paper under tests/fixtures (checks the machinery itself), and every real
+paper under papers/ (what `make smoke` runs). Each is followed by nbval (--nbval-lax) over the
+executed notebooks and a dry run that must find nothing to do.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURE_PAPERS, REPO
+
+pytestmark = pytest.mark.workflow
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+
+
+def snakemake(results: Path, *extra: str, papers_dir: Path | None = None, dry: bool = False):
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--nolock", "--config", "profile=smoke",
+           f"results={results}", *([f"papers_dir={papers_dir}"] if papers_dir else []), *extra]
+    if dry:
+        cmd.append("-n")
+    return subprocess.run(cmd, cwd=REPO, env=ENV, capture_output=True, text=True)
+
+
+def nbval(notebooks: list[Path]):
+    return subprocess.run([sys.executable, "-m", "pytest", "--nbval-lax", "-q", "-p", "no:cacheprovider",
+                           *map(str, notebooks)], cwd=REPO, env=ENV, capture_output=True, text=True)
+
+
+def check_run(results: Path, papers: list[str]):
+    smoke = results / "smoke"
+    notebooks = [smoke / p / f"{p}.ipynb" for p in papers] + [smoke / "overview.ipynb"]
+    for nb in notebooks:
+        assert nb.is_file(), f"missing executed notebook {nb}"
+    ledger = json.loads((smoke / "claims.json").read_text())
+    assert ledger["profile"] == "smoke"
+    for paper in papers:
+        artifacts = [smoke / paper / "metrics.json", *(smoke / paper).glob("figures/*.png"),
+                     *(smoke / paper).glob("tables/*.md"), *(smoke / paper).glob("metrics/*.json")]
+        for art in artifacts:
+            if art.name.endswith(".provenance.json"):
+                continue
+            side = art.with_name(art.name + ".provenance.json")
+            assert side.is_file(), f"no provenance sidecar for {art}"
+            rec = json.loads(side.read_text())
+            assert rec["profile"] == "smoke" and rec["rule"], rec
+    checked = nbval(notebooks)
+    assert checked.returncode == 0, checked.stdout[-3000:]
+    again = snakemake(results, dry=True, papers_dir=None if papers != ["toy"] else FIXTURE_PAPERS)
+    assert "Nothing to be done" in again.stdout + again.stderr, again.stdout[-2000:]
+
+
+def test_fixture_paper_workflow(tmp_path):
+    run = snakemake(tmp_path, papers_dir=FIXTURE_PAPERS)
+    assert run.returncode == 0, run.stderr[-3000:]
+    check_run(tmp_path, ["toy"])
+    statuses = [c["status"] for c in json.loads((tmp_path / "smoke/claims.json").read_text())["claims"]]
+    assert statuses == ["PASS", "FAIL", "NOT RUN", "NOT RUN"]
+    # an nbval re-run that gives different numbers must fail: tamper with the metrics under the notebook
+    metrics = tmp_path / "smoke/toy/metrics.json"
+    data = json.loads(metrics.read_text())
+    data["fit"]["slope"] = 3.0
+    metrics.write_text(json.dumps(data))
+    assert nbval([tmp_path / "smoke/toy/toy.ipynb"]).returncode != 0
+
+
+def test_smoke_workflow_every_paper(tmp_path):
+    papers = sorted(p.parent.name for p in (REPO / "papers").glob("*/rules.smk"))
+    run = snakemake(tmp_path)
+    assert run.returncode == 0, run.stderr[-5000:]
+    check_run(tmp_path, papers)
+
+
+def test_cli_refuses_bad_profile_and_key(tmp_path):
+    env = {**ENV, "PYTHONPATH": str(FIXTURE_PAPERS)}
+    bad = subprocess.run([sys.executable, "-m", "toy", "fit", "--profile", "huge", "--out", str(tmp_path)],
+                         env=env, capture_output=True, text=True)
+    assert bad.returncode != 0 and "unknown profile 'huge'" in bad.stderr and "tiny" in bad.stderr
+    bad = subprocess.run([sys.executable, "-m", "toy", "fit", "--profile", "smoke", "--out", str(tmp_path),
+                          "--set", "data.size=3"], env=env, capture_output=True, text=True)
+    assert bad.returncode != 0 and "unknown key" in bad.stderr and "valid keys here" in bad.stderr
+
+
+def test_unknown_profile_stops_snakemake(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--config", "profile=huge",
+                          f"results={tmp_path}"], cwd=REPO, env=ENV, capture_output=True, text=True)
+    assert run.returncode != 0 and "valid profiles" in run.stdout + run.stderr
