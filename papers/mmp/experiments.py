@@ -1,0 +1,395 @@
+"""The MMP experiments: c-index table, cost vs N, compression, loss ablation, prototype recovery,
+and the real-data (breast cancer) check. Each is `fn(run) -> metrics`."""
+from __future__ import annotations
+
+import time as clock
+
+import numpy as np
+import pandas as pd
+import torch
+
+from shared.seeding import derive_seed
+
+from .data import breast_cancer, make_cohort, site_folds, stratified_folds
+from .metrics import cindex, risk_groups, summary
+from .models import ABMIL, MMP, FullTokenTransformer, PathwayOnly
+from .panther import aggregate_bags, fit_prototypes, gmm_aggregate, tokens
+from .train import make_batch, predict_risk, train_survival
+
+ARM_NAMES = {"abmil": "ABMIL", "pathway": "Pathway-only", "mmp_trans": "MMP-Trans", "mmp_ot": "MMP-OT",
+             "full_transformer": "Full-token Transformer"}
+
+
+# ----------------------------------------------------------------------------- shared pieces
+def load_cohort(cfg, seed: int):
+    if cfg.data.source == "synthetic":
+        return make_cohort(cfg.data, seed)
+    if cfg.data.source == "tcga":
+        from .loaders import load_tcga_cohort
+
+        return load_tcga_cohort(cfg.full)
+    raise ValueError(f"data.source must be 'synthetic' or 'tcga', got {cfg.data.source!r}")
+
+
+def prepare_fold(cohort, train_idx, cfg, seed: int, fold: int) -> dict:
+    """Per-fold inputs: prototypes (K-means on training bags), PANTHER tokens of every patient,
+    genes z-scored on the training fold, the bags, and the capped bags of the full-token model."""
+    from sklearn.preprocessing import StandardScaler
+
+    protos = fit_prototypes([cohort.bags[i] for i in train_idx], cfg.prototypes.n, per_bag=cfg.prototypes.per_bag,
+                            seed=derive_seed(seed, "kmeans", fold), max_iter=cfg.prototypes.max_iter,
+                            n_init=cfg.prototypes.n_init)
+    hist = aggregate_bags(cohort.bags, protos, tau=cfg.panther.tau, eps=cfg.panther.eps, n_iter=cfg.panther.n_iter)
+    scaler = StandardScaler().fit(cohort.genes[train_idx])
+    genes = np.nan_to_num(scaler.transform(cohort.genes)).astype(np.float32)
+    rng = np.random.default_rng(derive_seed(seed, "patch_cap", fold))
+    cap = cfg.eval.patch_cap
+    capped = [b if len(b) <= cap else b[np.sort(rng.choice(len(b), cap, replace=False))] for b in cohort.bags]
+    return {"prototypes": protos,
+            "data": {"hist": torch.from_numpy(hist), "genes": torch.from_numpy(genes),
+                     "bags": [torch.from_numpy(b) for b in cohort.bags]},
+            "capped": [torch.from_numpy(b) for b in capped]}
+
+
+def build_model(arm: str, cfg, cohort, n_out: int, seed: int):
+    torch.manual_seed(seed)
+    m, d = cfg.model, cohort.bags[0].shape[1]
+    if arm in ("mmp_trans", "mmp_ot"):
+        return MMP(2 * d + 1, cfg.prototypes.n, cohort.pathways, dim=m.dim, code_dim=m.code_dim,
+                   snn_dropout=m.snn_dropout, dropout=m.dropout, n_out=n_out,
+                   fusion="trans" if arm == "mmp_trans" else "ot", double_softmax=m.double_softmax,
+                   ot_reg=cfg.ot.reg, ot_reg_m=cfg.ot.reg_m, ot_iter=cfg.ot.num_iter_max, ot_stop=cfg.ot.stop_thr)
+    if arm == "pathway":
+        return PathwayOnly(cohort.pathways, dim=m.dim, snn_dropout=m.snn_dropout, n_out=n_out)
+    if arm == "abmil":
+        return ABMIL(d, dim=m.abmil_dim, dropout=m.dropout, n_out=n_out)
+    if arm == "full_transformer":
+        return FullTokenTransformer(d, cohort.pathways, dim=m.transformer_dim, snn_dropout=m.snn_dropout,
+                                    dropout=m.dropout, n_out=n_out)
+    raise ValueError(f"unknown arm {arm!r}; valid: {sorted(ARM_NAMES)}")
+
+
+def fit_predict(arm, cfg, cohort, fold_data, train_idx, test_idx, seed, fold, *, loss="cox", batch_size=None):
+    """Train one arm on one fold (same init and shuffling seeds for every arm); test-fold risks."""
+    n_out = 1 if loss == "cox" else cfg.train.n_bins
+    model = build_model(arm, cfg, cohort, n_out, derive_seed(seed, "init", fold))
+    data = dict(fold_data["data"])
+    if arm == "full_transformer":
+        data["bags"] = fold_data["capped"]
+    t = cfg.train
+    state = train_survival(model, make_batch(data, train_idx), cohort.time[train_idx], cohort.event[train_idx],
+                           loss=loss, epochs=t.epochs, batch_size=batch_size or t.batch_size, lr=t.lr,
+                           weight_decay=t.weight_decay, seed=derive_seed(seed, "train", fold), n_bins=t.n_bins,
+                           alpha=t.alpha)
+    return model, predict_risk(model, data, test_idx, state)
+
+
+def fmt(s: dict) -> str:
+    return f"{s['mean']:.3f} ± {s['std']:.3f}"
+
+
+def prototype_to_cluster(prototypes: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """The true morphology nearest to each prototype."""
+    return np.argmin(((prototypes[:, None, :] - centres[None]) ** 2).sum(-1), axis=1)
+
+
+def recovered_proportions(pi: np.ndarray, prototypes: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """π summed over the prototypes mapped to each true morphology: [P, K]."""
+    owner = prototype_to_cluster(prototypes, centres)
+    out = np.zeros((pi.shape[0], len(centres)))
+    for c, k in enumerate(owner):
+        out[:, k] += pi[:, c]
+    return out
+
+
+# ----------------------------------------------------------------------------- 1. c-index table (+ interpretability)
+def cindex_table(run) -> dict:
+    """Five site-disjoint folds; c-index of every arm, the oracle beside it; KM / attention figure."""
+    cfg, seed = run.cfg, run.seed
+    cohort = load_cohort(cfg, seed)
+    folds = site_folds(cohort.site, cfg.eval.n_folds)
+    limits = {"mmp_ot": cfg.eval.ot_folds, "full_transformer": cfg.eval.transformer_folds}
+    scores = {arm: [] for arm in cfg.eval.arms}
+    oracle, oof = [], np.zeros(len(cohort))
+    pi_oof = np.zeros((len(cohort), cfg.prototypes.n))
+    example = {}
+    for fold, (tr, te) in enumerate(folds):
+        fd = prepare_fold(cohort, tr, cfg, seed, fold)
+        if cohort.log_hazard is not None:
+            oracle.append(cindex(cohort.time[te], cohort.event[te], cohort.log_hazard[te]))
+        pi_oof[te] = fd["data"]["hist"][te, :, 0].numpy()
+        for arm in cfg.eval.arms:
+            if fold >= limits.get(arm, cfg.eval.n_folds):
+                continue
+            model, risk = fit_predict(arm, cfg, cohort, fd, tr, te, seed, fold)
+            scores[arm].append(cindex(cohort.time[te], cohort.event[te], risk))
+            if arm == "mmp_trans":
+                oof[te] = risk
+            if fold == 0 and arm in ("mmp_trans", "mmp_ot"):   # maps of one test patient
+                with torch.no_grad():
+                    _, fmap = model(make_batch(fd["data"], te[:1]), return_map=True)
+                example[arm] = fmap[0].numpy()
+                example["patient"] = int(te[0])
+    metrics = {arm: summary(v) for arm, v in scores.items() if v}
+    if oracle:
+        metrics["oracle"] = summary(oracle)
+    # the folds MMP-OT ran on, for a paired comparison
+    n_ot = len(scores.get("mmp_ot", []))
+    if n_ot:
+        metrics["mmp_trans_on_ot_folds"] = summary(scores["mmp_trans"][:n_ot])
+        metrics["ot_minus_trans"] = float(np.mean(scores["mmp_ot"]) - np.mean(scores["mmp_trans"][:n_ot]))
+    rows = [{"model": ARM_NAMES[a], "c-index": fmt(metrics[a]), "mean": metrics[a]["mean"], "std": metrics[a]["std"],
+             "folds": len(scores[a])} for a in cfg.eval.arms if scores[a]]
+    if oracle:
+        rows.append({"model": "Oracle (true log-hazard)", "c-index": fmt(metrics["oracle"]),
+                     "mean": metrics["oracle"]["mean"], "std": metrics["oracle"]["std"], "folds": len(oracle)})
+    run.save_table(pd.DataFrame(rows), "cindex")
+    # interpretability: KM of predicted risk groups, the fusion maps of one patient, π vs risk
+    groups = risk_groups(cohort.time, cohort.event, oof)
+    from scipy.stats import spearmanr
+
+    rho = np.array([spearmanr(pi_oof[:, c], oof).statistic for c in range(pi_oof.shape[1])])
+    metrics["km_logrank_p"] = groups["p_value"]
+    metrics["km_high_events"] = int(cohort.event[groups["high"]].sum())
+    metrics["km_low_events"] = int(cohort.event[~groups["high"]].sum())
+    metrics["pi_risk_spearman"] = [float(r) for r in rho]
+    run.save_figure(interpretability_figure(cohort, groups, example, pi_oof, oof, rho, cfg), "interpretability")
+    return metrics
+
+
+def interpretability_figure(cohort, groups, example, pi, risk, rho, cfg):
+    import matplotlib.pyplot as plt
+    from lifelines import KaplanMeierFitter
+
+    fig, axes = plt.subplots(1, 4, figsize=(20, 4.2))
+    ax = axes[0]
+    for name, sel, color in (("low risk", ~groups["high"], "C0"), ("high risk", groups["high"], "C3")):
+        KaplanMeierFitter(label=f"{name} (n={sel.sum()})").fit(cohort.time[sel], cohort.event[sel]).plot_survival_function(
+            ax=ax, color=color)
+    ax.set_title(f"MMP-Trans risk groups (out of fold), log-rank p = {groups['p_value']:.2g}")
+    ax.set_xlabel("time")
+    n_p = len(cohort.pathways)
+    if "mmp_trans" in example:
+        attn = example["mmp_trans"][n_p:, :n_p]          # histology rows, pathway columns
+        im = axes[1].imshow(attn, aspect="auto", cmap="viridis")
+        fig.colorbar(im, ax=axes[1])
+        axes[1].set_title(f"MMP-Trans prototype→pathway attention (patient {example['patient']})")
+        axes[1].set_xlabel("pathway")
+        axes[1].set_ylabel("prototype")
+    if "mmp_ot" in example:
+        im = axes[2].imshow(example["mmp_ot"], aspect="auto", cmap="magma")
+        fig.colorbar(im, ax=axes[2])
+        axes[2].set_title("MMP-OT transport plan (same patient)")
+        axes[2].set_xlabel("pathway")
+        axes[2].set_ylabel("prototype")
+    ax = axes[3]
+    top = int(np.nanargmax(np.abs(rho)))
+    ax.scatter(pi[:, top], risk, s=6, alpha=0.6)
+    ax.set_xlabel(f"π of prototype {top} (|Spearman ρ| = {abs(rho[top]):.2f}, largest)")
+    ax.set_ylabel("predicted log-risk")
+    ax.set_title("Prototype proportion vs risk")
+    fig.tight_layout()
+    return fig
+
+
+# ----------------------------------------------------------------------------- 2. cost vs N
+class PeakMemory(torch.utils._python_dispatch.TorchDispatchMode):
+    """Peak bytes of live tensors created inside the block (CPU or GPU), tracked per storage."""
+
+    def __init__(self):
+        super().__init__()
+        self.live = self.peak = 0
+        self.refs = {}
+
+    def _release(self, key):
+        self.refs[key][0] -= 1
+        if self.refs[key][0] == 0:
+            self.live -= self.refs.pop(key)[1]
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        import weakref
+
+        out = func(*args, **(kwargs or {}))
+        flat = out if isinstance(out, (tuple, list)) else [out]
+        for t in flat:
+            if isinstance(t, torch.Tensor):
+                storage = t.untyped_storage()
+                key = storage.data_ptr()
+                if key not in self.refs:
+                    self.refs[key] = [0, storage.nbytes()]
+                    self.live += storage.nbytes()
+                    self.peak = max(self.peak, self.live)
+                self.refs[key][0] += 1
+                weakref.finalize(t, self._release, key)
+        return out
+
+
+def measure(fn, repeats: int) -> tuple[float, int]:
+    """(best wall time in s, peak activation bytes) of `fn()` under no_grad."""
+    with torch.no_grad():
+        with PeakMemory() as mem:
+            fn()
+        times = []
+        for _ in range(repeats):
+            t0 = clock.perf_counter()
+            fn()
+            times.append(clock.perf_counter() - t0)
+    return min(times), mem.peak
+
+
+def cost_vs_patches(run) -> dict:
+    """Peak memory and time of one forward pass: MMP (GMM aggregation, fusion) vs the full-token
+    Transformer, for bags of N patches."""
+    cfg, seed = run.cfg, run.seed
+    d, n_p = cfg.cost.dim, cfg.data.n_pathways
+    rng = np.random.default_rng(seed)
+    pathways = [np.arange(i, i + cfg.data.genes_min) % cfg.data.n_genes for i in range(n_p)]
+    cohort_like = type("C", (), {"bags": [np.zeros((1, d), np.float32)], "pathways": pathways})
+    torch.manual_seed(seed)
+    mmp = build_model("mmp_trans", cfg, cohort_like, 1, seed).eval()
+    full = build_model("full_transformer", cfg, cohort_like, 1, seed).eval()
+    protos = rng.normal(size=(cfg.prototypes.n, d)).astype(np.float32)
+    genes = torch.from_numpy(rng.normal(size=(1, cfg.data.n_genes)).astype(np.float32))
+    rows = []
+    for n in cfg.cost.n_patches:
+        x = torch.from_numpy(rng.normal(size=(n, d)).astype(np.float32))
+        hist = tokens(*gmm_aggregate(x, protos, tau=cfg.panther.tau, eps=cfg.panther.eps))[None]
+        t_agg, m_agg = measure(lambda: gmm_aggregate(x, protos, tau=cfg.panther.tau, eps=cfg.panther.eps,
+                                                     n_iter=cfg.panther.n_iter), cfg.cost.repeats)
+        t_fus, m_fus = measure(lambda: mmp({"hist": hist, "genes": genes}), cfg.cost.repeats)
+        t_full, m_full = measure(lambda: full({"bags": [x], "genes": genes}), cfg.cost.repeats)
+        rows.append({"N": n, "aggregation_s": t_agg, "aggregation_MB": m_agg / 2**20, "fusion_s": t_fus,
+                     "fusion_MB": m_fus / 2**20, "full_token_s": t_full, "full_token_MB": m_full / 2**20})
+    df = pd.DataFrame(rows)
+    run.save_table(df, "cost", floatfmt=".4g")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for col, label in (("aggregation", "MMP: GMM aggregation (once per slide)"), ("fusion", "MMP: fusion"),
+                       ("full_token", "full-token Transformer")):
+        axes[0].loglog(df.N, df[f"{col}_MB"], "o-", label=label)
+        axes[1].loglog(df.N, df[f"{col}_s"], "o-", label=label)
+    n = df.N.to_numpy(float)
+    axes[0].loglog(n, df.full_token_MB.iloc[-1] * (n / n[-1]) ** 2, "k:", label="∝ N²")
+    axes[0].set(xlabel="patches N", ylabel="peak activation memory (MB)", title="Memory of one forward pass")
+    axes[1].set(xlabel="patches N", ylabel="time (s, best of repeats)", title="Time of one forward pass")
+    axes[0].legend()
+    fig.tight_layout()
+    run.save_figure(fig, "cost")
+    first, last = rows[0], rows[-1]
+    return {"n_patches": [int(v) for v in df.N],
+            "fusion_mb": [float(v) for v in df.fusion_MB], "aggregation_mb": [float(v) for v in df.aggregation_MB],
+            "full_token_mb": [float(v) for v in df.full_token_MB],
+            "fusion_memory_ratio": last["fusion_MB"] / first["fusion_MB"],
+            "aggregation_memory_ratio": last["aggregation_MB"] / first["aggregation_MB"],
+            "full_token_memory_ratio": last["full_token_MB"] / first["full_token_MB"]}
+
+
+# ----------------------------------------------------------------------------- 3. compression
+def compression(run) -> dict:
+    """Numbers per patient: the patch bag N×d against C tokens of (2d+1)."""
+    cfg = run.cfg
+    rows = []
+    if cfg.data.source == "synthetic":
+        cohort = make_cohort(cfg.data, run.seed)
+        n_mean = float(np.mean([len(b) for b in cohort.bags]))
+        rows.append({"setting": "this profile (mean bag)", "N": n_mean, "d": cfg.data.dim, "C": cfg.prototypes.n})
+    p = cfg.paper_dims
+    rows.append({"setting": "paper (UNI)", "N": p.n_patches, "d": p.dim, "C": p.n_prototypes})
+    for r in rows:
+        r["patch_numbers"] = r["N"] * r["d"]
+        r["token_numbers"] = r["C"] * (2 * r["d"] + 1)
+        r["ratio"] = r["patch_numbers"] / r["token_numbers"]
+    run.save_table(pd.DataFrame(rows), "compression", floatfmt=".1f")
+    out = {"paper_dims": {k: float(v) for k, v in rows[-1].items() if k != "setting"}}
+    if len(rows) == 2:
+        out["profile_dims"] = {k: float(v) for k, v in rows[0].items() if k != "setting"}
+    return out
+
+
+# ----------------------------------------------------------------------------- 4. loss ablation
+def loss_ablation(run) -> dict:
+    """MMP-Trans with the Cox loss at batch 64 against the NLL loss at batch 1."""
+    cfg, seed = run.cfg, run.seed
+    cohort = load_cohort(cfg, seed)
+    folds = site_folds(cohort.site, cfg.eval.n_folds)[:cfg.ablation.folds]
+    res = {"cox_batch": [], "nll_batch1": []}
+    for fold, (tr, te) in enumerate(folds):
+        fd = prepare_fold(cohort, tr, cfg, seed, fold)
+        _, risk = fit_predict("mmp_trans", cfg, cohort, fd, tr, te, seed, fold, loss="cox")
+        res["cox_batch"].append(cindex(cohort.time[te], cohort.event[te], risk))
+        _, risk = fit_predict("mmp_trans", cfg, cohort, fd, tr, te, seed, fold, loss="nll",
+                              batch_size=cfg.ablation.nll_batch_size)
+        res["nll_batch1"].append(cindex(cohort.time[te], cohort.event[te], risk))
+    metrics = {k: summary(v) for k, v in res.items()}
+    metrics["cox_minus_nll"] = metrics["cox_batch"]["mean"] - metrics["nll_batch1"]["mean"]
+    run.save_table(pd.DataFrame([
+        {"loss": f"Cox, batch {cfg.train.batch_size}", "c-index": fmt(metrics["cox_batch"]), "folds": len(folds)},
+        {"loss": f"NLL ({cfg.train.n_bins} bins, α={cfg.train.alpha}), batch {cfg.ablation.nll_batch_size}",
+         "c-index": fmt(metrics["nll_batch1"]), "folds": len(folds)}]), "loss_ablation")
+    return metrics
+
+
+# ----------------------------------------------------------------------------- 6. prototype recovery
+def prototype_recovery(run) -> dict:
+    """Correlation of the GMM mixture weights π (summed per true morphology) with the generator's
+    true proportions, on every test fold."""
+    cfg, seed = run.cfg, run.seed
+    cohort = make_cohort(cfg.data, seed)
+    folds = site_folds(cohort.site, cfg.eval.n_folds)
+    corr, est_all, true_all = [], [], []
+    for fold, (tr, te) in enumerate(folds):
+        protos = fit_prototypes([cohort.bags[i] for i in tr], cfg.prototypes.n, per_bag=cfg.prototypes.per_bag,
+                                seed=derive_seed(seed, "kmeans", fold), max_iter=cfg.prototypes.max_iter,
+                                n_init=cfg.prototypes.n_init)
+        hist = aggregate_bags([cohort.bags[i] for i in te], protos, tau=cfg.panther.tau, eps=cfg.panther.eps,
+                              n_iter=cfg.panther.n_iter)
+        est = recovered_proportions(hist[:, :, 0], protos, cohort.centres)
+        corr.append(float(np.corrcoef(est.ravel(), cohort.proportions[te].ravel())[0, 1]))
+        est_all.append(est)
+        true_all.append(cohort.proportions[te])
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.5, 4.5))
+    ax.scatter(np.concatenate(true_all).ravel(), np.concatenate(est_all).ravel(), s=3, alpha=0.4)
+    ax.plot([0, 1], [0, 1], "k:")
+    ax.set(xlabel="true morphology proportion", ylabel="π summed per morphology (test folds)",
+           title=f"Prototype recovery, r = {np.mean(corr):.3f}")
+    run.save_figure(fig, "recovery")
+    run.save_table(pd.DataFrame({"fold": range(len(corr)), "pearson_r": corr}), "recovery")
+    return {"correlation": summary(corr)}
+
+
+# ----------------------------------------------------------------------------- real data
+def breast_cancer_check(run) -> dict:
+    """scikit-survival's breast-cancer genes (gene clusters as pathways): the pathway-token model
+    against a penalised Cox-PH (lifelines) on the same stratified folds."""
+    from lifelines import CoxPHFitter
+    from sklearn.preprocessing import StandardScaler
+
+    cfg, seed, bc = run.cfg, run.seed, run.cfg.breast_cancer
+    genes, groups, time, event, names = breast_cancer(bc.n_groups, seed)
+    res = {"pathway_tokens": [], "coxph": []}
+    for fold, (tr, te) in enumerate(stratified_folds(event, bc.n_folds, seed)):
+        scaler = StandardScaler().fit(genes[tr])
+        z = scaler.transform(genes).astype(np.float32)
+        torch.manual_seed(derive_seed(seed, "init", fold))
+        model = PathwayOnly(groups, dim=cfg.model.dim, snn_dropout=cfg.model.snn_dropout, n_out=1)
+        data = {"genes": torch.from_numpy(z)}
+        state = train_survival(model, make_batch(data, tr), time[tr], event[tr], loss="cox", epochs=bc.epochs,
+                               batch_size=bc.batch_size, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay,
+                               seed=derive_seed(seed, "train", fold))
+        res["pathway_tokens"].append(cindex(time[te], event[te], predict_risk(model, data, te, state)))
+        df = pd.DataFrame(z[tr], columns=names).assign(T=time[tr], E=event[tr].astype(int))
+        cph = CoxPHFitter(penalizer=bc.penalizer).fit(df, duration_col="T", event_col="E")
+        risk = cph.predict_partial_hazard(pd.DataFrame(z[te], columns=names)).to_numpy()
+        res["coxph"].append(cindex(time[te], event[te], risk))
+    metrics = {k: summary(v) for k, v in res.items()}
+    run.save_table(pd.DataFrame([
+        {"model": f"Pathway tokens ({bc.n_groups} gene clusters, SNN per cluster)", "c-index": fmt(metrics["pathway_tokens"])},
+        {"model": f"Cox-PH, lifelines (penalizer {bc.penalizer})", "c-index": fmt(metrics["coxph"])}]), "breast_cancer")
+    return metrics
+
+
+EXPERIMENTS = {"cindex": cindex_table, "cost": cost_vs_patches, "compression": compression,
+               "loss_ablation": loss_ablation, "recovery": prototype_recovery, "breast_cancer": breast_cancer_check}

@@ -1,0 +1,220 @@
+"""MMP-Trans, MMP-OT and the baselines (ABMIL, pathway-only, full-token Transformer).
+
+Every model maps a batch {"hist": [B, C, 2d+1] PANTHER tokens, "genes": [B, G] z-scored genes,
+"bags": list of [N_i, d] patch features} to `n_out` outputs per patient (1: Cox log-risk η;
+n_bins: NLL hazard logits).
+
+MMP-Trans (brief §1). Pathway tokens from one SNN per pathway, histology tokens Linear(2d+1 → D);
+each of the T = P + C tokens gets a learnable code (N(0,1)) appended, d_model = D + D_code. One layer:
+    LN → Q, K, V = Linear(d_model → 3·A, no bias), scale A^-½
+    A_P = softmax([Q_P K_Pᵀ, Q_P K_Hᵀ]),  A_H = softmax([softmax(Q_H K_Pᵀ), Q_H K_Hᵀ])   (double softmax [code])
+    out = A V (no residual [code]) → per-token FFN (LN → Linear → GELU → Dropout → Linear) → LN
+    η = Linear([mean_P out ‖ mean_H out], no bias)
+MMP-OT replaces the cross-modal blocks by an unbalanced entropic OT plan between the two token sets
+(POT, torch backend, reg_type='entropy'): Z_P' = Pᵀ Z_H, Z_H' = P Z_P, then self-attention within
+each group only.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def snn_block(n_in: int, hidden: int, dropout: float) -> nn.Sequential:
+    """Linear → ELU → AlphaDropout, twice (the self-normalising network of each pathway)."""
+    net = nn.Sequential(nn.Linear(n_in, hidden), nn.ELU(), nn.AlphaDropout(dropout),
+                        nn.Linear(hidden, hidden), nn.ELU(), nn.AlphaDropout(dropout))
+    for layer in net:
+        if isinstance(layer, nn.Linear):   # SNN init: N(0, 1/fan_in), zero bias
+            nn.init.normal_(layer.weight, 0.0, 1.0 / math.sqrt(layer.in_features))
+            nn.init.zeros_(layer.bias)
+    return net
+
+
+class PathwayTokens(nn.Module):
+    """One SNN per pathway over that pathway's genes: [B, G] → [B, P, hidden]."""
+
+    def __init__(self, pathways: list, hidden: int, dropout: float):
+        super().__init__()
+        for i, genes in enumerate(pathways):
+            self.register_buffer(f"genes_{i}", torch.as_tensor(genes, dtype=torch.long), persistent=False)
+        self.n = len(pathways)
+        self.snns = nn.ModuleList(snn_block(len(g), hidden, dropout) for g in pathways)
+
+    def forward(self, genes: torch.Tensor) -> torch.Tensor:
+        return torch.stack([snn(genes[:, getattr(self, f"genes_{i}")]) for i, snn in enumerate(self.snns)], 1)
+
+
+class PerTokenFFN(nn.Module):
+    """A separate LN → Linear → GELU → Dropout → Linear for every token position."""
+
+    def __init__(self, n_tokens: int, dim: int, dropout: float):
+        super().__init__()
+        self.ln_w = nn.Parameter(torch.ones(n_tokens, dim))
+        self.ln_b = nn.Parameter(torch.zeros(n_tokens, dim))
+        bound = 1.0 / math.sqrt(dim)
+        self.w1 = nn.Parameter(torch.empty(n_tokens, dim, dim).uniform_(-bound, bound))
+        self.b1 = nn.Parameter(torch.empty(n_tokens, dim).uniform_(-bound, bound))
+        self.w2 = nn.Parameter(torch.empty(n_tokens, dim, dim).uniform_(-bound, bound))
+        self.b2 = nn.Parameter(torch.empty(n_tokens, dim).uniform_(-bound, bound))
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:   # [B, T, dim]
+        x = F.layer_norm(x, x.shape[-1:]) * self.ln_w + self.ln_b
+        x = self.drop(F.gelu(torch.einsum("btd,tde->bte", x, self.w1) + self.b1))
+        return torch.einsum("btd,tde->bte", x, self.w2) + self.b2
+
+
+def unbalanced_ot_plan(z_h: torch.Tensor, z_p: torch.Tensor, reg: float, reg_m: float,
+                       num_iter_max: int, stop_thr: float) -> torch.Tensor:
+    """Transport plan [C, P] between histology and pathway tokens of one patient (float64,
+    differentiable through POT's unrolled Sinkhorn iterations, torch backend).
+
+    Cost: each token shifted by its own minimum, squared Euclidean distance, divided by its max.
+    """
+    import ot
+
+    zh = z_h.double() - z_h.double().min(-1, keepdim=True).values
+    zp = z_p.double() - z_p.double().min(-1, keepdim=True).values
+    cost = torch.cdist(zh, zp) ** 2
+    cost = cost / cost.max()
+    a = torch.full((zh.shape[0],), 1.0 / zh.shape[0], dtype=torch.float64, device=zh.device)
+    b = torch.full((zp.shape[0],), 1.0 / zp.shape[0], dtype=torch.float64, device=zh.device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # POT warns that reg_type='entropy' overwrites c
+        plan = ot.unbalanced.sinkhorn_unbalanced(a, b, cost, reg, reg_m, method="sinkhorn", reg_type="entropy",
+                                                 numItermax=num_iter_max, stopThr=stop_thr)
+    return plan.to(z_h.dtype)
+
+
+class MMP(nn.Module):
+    """MMP-Trans (fusion='trans') or MMP-OT (fusion='ot') over PANTHER and pathway tokens."""
+
+    def __init__(self, hist_dim: int, n_prototypes: int, pathways: list, *, dim: int, code_dim: int,
+                 snn_dropout: float, dropout: float, n_out: int, fusion: str = "trans",
+                 double_softmax: bool = True, ot_reg: float = 0.1, ot_reg_m: float = 0.5,
+                 ot_iter: int = 1000, ot_stop: float = 1e-6):
+        super().__init__()
+        if fusion not in ("trans", "ot"):
+            raise ValueError(f"fusion must be 'trans' or 'ot', got {fusion!r}")
+        self.fusion, self.double_softmax = fusion, double_softmax
+        self.ot = dict(reg=ot_reg, reg_m=ot_reg_m, num_iter_max=ot_iter, stop_thr=ot_stop)
+        self.n_p, self.n_h = len(pathways), n_prototypes
+        self.pathway_tokens = PathwayTokens(pathways, dim, snn_dropout)
+        self.hist_proj = nn.Linear(hist_dim, dim)
+        self.codes = nn.Parameter(torch.randn(self.n_p + self.n_h, code_dim))
+        d_model = dim + code_dim
+        self.attn_dim = d_model // 2
+        self.norm = nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * self.attn_dim, bias=False)
+        self.ffn = PerTokenFFN(self.n_p + self.n_h, self.attn_dim, dropout)
+        self.out_norm = nn.LayerNorm(self.attn_dim)
+        self.head = nn.Linear(2 * self.attn_dim, n_out, bias=False)
+
+    def tokens(self, batch) -> torch.Tensor:
+        """[B, P + C, d_model]: pathway tokens first, then histology tokens, each with its code."""
+        z = torch.cat([self.pathway_tokens(batch["genes"]), self.hist_proj(batch["hist"])], dim=1)
+        return torch.cat([z, self.codes.expand(z.shape[0], -1, -1)], dim=-1)
+
+    def attention(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """MMP-Trans attention map [B, T, T] and output A V."""
+        q, k, v = self.qkv(self.norm(z)).chunk(3, dim=-1)
+        s = q @ k.transpose(1, 2) / math.sqrt(self.attn_dim)
+        p = self.n_p
+        a_p = torch.softmax(s[:, :p], dim=-1)
+        cross = torch.softmax(s[:, p:, :p], dim=-1) if self.double_softmax else s[:, p:, :p]
+        a_h = torch.softmax(torch.cat([cross, s[:, p:, p:]], dim=-1), dim=-1)
+        attn = torch.cat([a_p, a_h], dim=1)
+        return attn, attn @ v
+
+    def transport(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """MMP-OT: plans [B, C, P], then self-attention within each group on the transported tokens."""
+        p = self.n_p
+        plans = torch.stack([unbalanced_ot_plan(zi[p:], zi[:p], **self.ot) for zi in z])
+        z_p = plans.transpose(1, 2) @ z[:, p:]     # histology content on pathway slots
+        z_h = plans @ z[:, :p]                     # pathway content on histology slots
+        out = []
+        for group in (z_p, z_h):
+            q, k, v = self.qkv(self.norm(group)).chunk(3, dim=-1)
+            out.append(torch.softmax(q @ k.transpose(1, 2) / math.sqrt(self.attn_dim), dim=-1) @ v)
+        return plans, torch.cat(out, dim=1)
+
+    def forward(self, batch, return_map: bool = False):
+        z = self.tokens(batch)
+        fmap, h = self.attention(z) if self.fusion == "trans" else self.transport(z)
+        h = self.out_norm(self.ffn(h))
+        out = self.head(torch.cat([h[:, :self.n_p].mean(1), h[:, self.n_p:].mean(1)], dim=-1))
+        return (out, fmap) if return_map else out
+
+
+class PathwayOnly(nn.Module):
+    """The SNN pathway tokens, mean-pooled, then a linear head."""
+
+    def __init__(self, pathways: list, *, dim: int, snn_dropout: float, n_out: int):
+        super().__init__()
+        self.pathway_tokens = PathwayTokens(pathways, dim, snn_dropout)
+        self.head = nn.Linear(dim, n_out, bias=False)
+
+    def forward(self, batch):
+        return self.head(self.pathway_tokens(batch["genes"]).mean(1))
+
+
+class ABMIL(nn.Module):
+    """Gated-attention MIL (Ilse et al. 2018) over every patch of a bag."""
+
+    def __init__(self, in_dim: int, *, dim: int, dropout: float, n_out: int):
+        super().__init__()
+        self.embed = nn.Sequential(nn.Linear(in_dim, dim), nn.ReLU(), nn.Dropout(dropout))
+        self.att_v = nn.Linear(dim, dim)
+        self.att_u = nn.Linear(dim, dim)
+        self.att_w = nn.Linear(dim, 1)
+        self.head = nn.Linear(dim, n_out)
+
+    def forward(self, batch, return_map: bool = False):
+        bags = batch["bags"]
+        seg = torch.repeat_interleave(torch.arange(len(bags)), torch.tensor([len(b) for b in bags]))
+        h = self.embed(torch.cat(bags))
+        logit = self.att_w(torch.tanh(self.att_v(h)) * torch.sigmoid(self.att_u(h))).squeeze(-1)
+        peak = torch.full((len(bags),), -torch.inf, dtype=h.dtype).scatter_reduce(0, seg, logit, "amax")
+        w = torch.exp(logit - peak[seg])
+        w = w / torch.zeros(len(bags), dtype=h.dtype).index_add(0, seg, w)[seg]
+        pooled = torch.zeros(len(bags), h.shape[1], dtype=h.dtype).index_add(0, seg, w[:, None] * h)
+        out = self.head(pooled)
+        return (out, w) if return_map else out
+
+
+class FullTokenTransformer(nn.Module):
+    """One pre-LN Transformer layer over every patch token plus the pathway tokens (the cost
+    reference): self-attention is O((N + P)²) in time and memory."""
+
+    def __init__(self, in_dim: int, pathways: list, *, dim: int, snn_dropout: float, dropout: float, n_out: int):
+        super().__init__()
+        self.pathway_tokens = PathwayTokens(pathways, dim, snn_dropout)
+        self.patch_proj = nn.Linear(in_dim, dim)
+        self.norm1, self.norm2, self.norm3 = nn.LayerNorm(dim), nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.ffn = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(2 * dim, dim))
+        self.head = nn.Linear(dim, n_out)
+        self.dim = dim
+
+    def forward(self, batch):
+        bags = batch["bags"]
+        n_max = max(len(b) for b in bags)
+        patches = torch.zeros(len(bags), n_max, bags[0].shape[1], dtype=bags[0].dtype)
+        valid = torch.zeros(len(bags), n_max, dtype=torch.bool)
+        for i, b in enumerate(bags):
+            patches[i, :len(b)], valid[i, :len(b)] = b, True
+        pw = self.pathway_tokens(batch["genes"])
+        x = torch.cat([pw, self.patch_proj(patches)], dim=1)
+        valid = torch.cat([torch.ones(len(bags), pw.shape[1], dtype=torch.bool), valid], dim=1)
+        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
+        s = (q @ k.transpose(1, 2) / math.sqrt(self.dim)).masked_fill(~valid[:, None, :], -torch.inf)
+        x = x + self.proj(torch.softmax(s, dim=-1) @ v)
+        x = self.norm3(x + self.ffn(self.norm2(x)))
+        pooled = (x * valid[..., None]).sum(1) / valid.sum(1, keepdim=True)
+        return self.head(pooled)

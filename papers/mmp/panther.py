@@ -1,0 +1,89 @@
+"""PANTHER aggregation: histology prototypes and one MAP-EM step of a diagonal GMM (brief §1).
+
+Prototypes m_c (c = 1..C) are K-means centres of training-fold patch features. A bag X = {x_n}
+is summarised by a diagonal Gaussian mixture started at π_c = 1/C, μ_c = m_c, Σ_c = ε·1:
+
+    E-step   log p_nc = -½[d log 2π + Σ_j log Σ_cj + Σ_j (x_nj - μ_cj)² / Σ_cj] + log π_c
+             q_nc = softmax_c(log p_nc)                       (padded patches get q = 0)
+    M-step   W_c = Σ_n q_nc + τ ;  π_c = W_c / Σ_c' W_c'
+             μ_c = (Σ_n q_nc x_n + τ m_c) / W_c
+             Σ_c = (Σ_n q_nc x_n² + τ (ε + m_c²)) / W_c - μ_c²
+
+The defaults are those the official code actually runs: 1 EM step, τ = 1e-3, ε = 0.1. Token c is
+[π_c, μ_c, Σ_c] (2d + 1 numbers).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+
+def gmm_aggregate(features, prototypes, *, tau: float = 1e-3, eps: float = 0.1, n_iter: int = 1, mask=None):
+    """MAP-EM of a diagonal GMM started at `prototypes`; returns (pi, mu, var).
+
+    features: [N, d] or [B, N, d] (tensor or array); prototypes: [C, d]; mask: [N] or [B, N], True
+    for real patches (padding False). Shapes out: [B, C], [B, C, d], [B, C, d] (B dropped for 2-D
+    input). Computed in the input's float dtype (float32 or float64).
+    """
+    x = torch.as_tensor(features)
+    if not x.is_floating_point():
+        x = x.float()
+    squeeze = x.dim() == 2
+    if squeeze:
+        x = x[None]
+    b, n, d = x.shape
+    m = torch.as_tensor(prototypes, dtype=x.dtype, device=x.device)
+    c = m.shape[0]
+    if mask is None:
+        valid = torch.ones(b, n, dtype=x.dtype, device=x.device)
+    else:
+        valid = torch.as_tensor(mask, device=x.device).reshape(b, n).to(x.dtype)
+    pi = torch.full((b, c), 1.0 / c, dtype=x.dtype, device=x.device)
+    mu = m.expand(b, c, d).clone()
+    var = torch.full((b, c, d), eps, dtype=x.dtype, device=x.device)
+    x2 = x * x
+    for _ in range(n_iter):
+        # E-step: log N(x_n | μ_c, Σ_c) + log π_c, expanded so that no [B, N, C, d] tensor is built
+        inv = 1.0 / var                                                    # [B, C, d]
+        quad = (x2 @ inv.transpose(1, 2) - 2 * x @ (mu * inv).transpose(1, 2)
+                + (mu * mu * inv).sum(-1)[:, None, :])                    # [B, N, C]
+        log_p = -0.5 * (d * math.log(2 * math.pi) + torch.log(var).sum(-1)[:, None, :] + quad)
+        q = torch.softmax(log_p + torch.log(pi)[:, None, :], dim=-1) * valid[..., None]
+        # MAP M-step with the prior at the prototypes (weight τ)
+        w = q.sum(1) + tau                                                 # [B, C]
+        pi = w / w.sum(-1, keepdim=True)
+        mu = (q.transpose(1, 2) @ x + tau * m) / w[..., None]
+        var = (q.transpose(1, 2) @ x2 + tau * (eps + m * m)) / w[..., None] - mu * mu
+    if squeeze:
+        return pi[0], mu[0], var[0]
+    return pi, mu, var
+
+
+def tokens(pi, mu, var) -> torch.Tensor:
+    """Histology tokens [.., C, 2d+1] = [π_c, μ_c, Σ_c]."""
+    return torch.cat([pi[..., None], mu, var], dim=-1)
+
+
+def fit_prototypes(bags: list[np.ndarray], n_prototypes: int, *, per_bag: int, seed: int,
+                   max_iter: int = 50, n_init: int = 3) -> np.ndarray:
+    """K-means centres on the first `per_bag` patches of every training bag (the official
+    sampling takes each slide's first n patches, not a random draw)."""
+    from sklearn.cluster import KMeans
+
+    sample = np.concatenate([bag[:per_bag] for bag in bags]).astype(np.float64)
+    km = KMeans(n_clusters=n_prototypes, max_iter=max_iter, n_init=n_init, random_state=seed).fit(sample)
+    return km.cluster_centers_.astype(np.float32)
+
+
+def aggregate_bags(bags: list[np.ndarray], prototypes: np.ndarray, *, tau: float, eps: float,
+                   n_iter: int) -> np.ndarray:
+    """Histology tokens [P, C, 2d+1] of every bag (one bag at a time, no gradient)."""
+    out = []
+    with torch.no_grad():
+        for bag in bags:
+            pi, mu, var = gmm_aggregate(torch.from_numpy(np.asarray(bag, dtype=np.float32)), prototypes,
+                                        tau=tau, eps=eps, n_iter=n_iter)
+            out.append(tokens(pi, mu, var).numpy())
+    return np.stack(out)
