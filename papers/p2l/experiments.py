@@ -1,0 +1,384 @@
+"""The experiments (`python -m papers.p2l <experiment> --profile P --out DIR`).
+
+train_prior   VAE → latents → text encoder + UNet, and the attribute classifier (tiny profile)
+main_<task>   per task: equal-budget tuning of ρ on the validation split, then every method on
+              the held-out split (PSNR, SSIM, FD proxy with paired bootstrap CIs, trajectories)
+main_table    the task × method table, the grid and trajectory figures, runtime/NFE, the claims
+ablation      prompt tuning / projection on and off, proximal vs gluing, K and τ
+"""
+from __future__ import annotations
+
+import time
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from shared.assets import require_path
+from shared.io import read_json, write_json
+
+from . import metrics as M
+from .data import make_split
+from .models import LatentDiffusion, load_stable_diffusion, resolve_device, save_pipeline
+from .operators import build_operator
+from .prior import (AttributeClassifier, assemble, encode_all, tiny_tokenizer, train_classifier, train_ldm,
+                    train_vae)
+from .solver import solve
+
+TASKS = ("sr", "gblur", "motion", "inpaint_box")
+FAMILIES = {"sr": ["sr"], "deblur": ["gblur", "motion"], "inpainting": ["inpaint_box"]}
+TASK_NAMES = {"sr": "SR×4", "gblur": "Gaussian deblur", "motion": "Motion deblur", "inpaint_box": "Box inpainting"}
+
+
+# ----------------------------------------------------------------------------------------- prior
+def _prior_dir(out: Path) -> Path:
+    return Path(out) / "checkpoints" / "train_prior"
+
+
+def train_prior(run) -> dict:
+    cfg = run.cfg
+    if cfg.full.sd_path:
+        return {"skipped": "full profile uses Stable Diffusion from full.sd_path"}
+    start = time.perf_counter()
+    data = make_split(run.seed, "train", cfg.data.n_train, cfg.image_size)
+    images, captions, labels = data["images"], data["captions"], data["labels"]
+    clf = train_classifier(cfg.classifier, images, labels, run.checkpoint_dir("classifier"), run.seed)
+    t_clf = time.perf_counter()
+    vae = train_vae(cfg.vae, images, run.checkpoint_dir("vae"), run.seed)
+    latents = encode_all(vae, images)
+    scale = float(1.0 / latents.std())
+    t_vae = time.perf_counter()
+    tok = tiny_tokenizer()
+    ids = tok(captions, padding="max_length", max_length=tok.model_max_length, return_tensors="pt").input_ids
+    unet, text_encoder = train_ldm(cfg.ldm, latents * scale, ids, tok, run.checkpoint_dir("ldm"), run.seed)
+    t_ldm = time.perf_counter()
+    ldm = assemble(vae, unet, text_encoder, scale, torch.device("cpu"))
+    save_pipeline(ldm, _prior_dir(run.out) / "pipeline")
+    from safetensors.torch import save_file
+
+    save_file(clf.state_dict(), str(_prior_dir(run.out) / "classifier.safetensors"))
+
+    # sanity: VAE reconstruction, classifier accuracy, and unconditional / conditional samples
+    test = make_split(run.seed, "test", 256, cfg.image_size)
+    with torch.no_grad():
+        rec = ldm.decode(ldm.encode(test["images"]))
+    acc = M.attribute_accuracy(clf, test["images"], test["labels"]).mean()
+    n = 16
+    from .solver import solve as _solve
+    from .operators import build_operator as _op
+
+    sr = _op("sr", cfg.image_size)
+    sample = _solve("ddim", sr.forward(torch.zeros(n, 3, cfg.image_size, cfg.image_size)), sr, ldm,
+                    steps=cfg.solve.steps, seed=run.seed, captions=test["captions"][:n], prompt="true")
+    cond_acc = M.attribute_accuracy(clf, sample.x, test["labels"][:n]).mean()
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, n, figsize=(n * 0.8, 2))
+    for i in range(n):
+        for r, img in enumerate((test["images"][i], sample.x[i])):
+            axes[r, i].imshow(((img.permute(1, 2, 0) + 1) / 2).clamp(0, 1).numpy())
+            axes[r, i].axis("off")
+    axes[0, 0].set_title("data", fontsize=6, loc="left")
+    axes[1, 0].set_title("samples (true caption)", fontsize=6, loc="left")
+    run.save_figure(fig, "prior_samples")
+    return {"vae_rec_psnr": float(M.psnr(rec, test["images"]).mean()), "latent_scale": scale,
+            "classifier_acc": float(acc), "conditional_sample_attr_acc": float(cond_acc),
+            "train_wall_s": {"classifier": t_clf - start, "vae": t_vae - t_clf, "ldm": t_ldm - t_vae}}
+
+
+def load_prior(cfg, out: Path) -> tuple[LatentDiffusion, AttributeClassifier | None]:
+    device = resolve_device(cfg.device)
+    if cfg.full.sd_path:
+        path = require_path(cfg.full.sd_path, what="Stable Diffusion v1.5 weights (a diffusers folder)",
+                            fetch="stable-diffusion-v1-5 (huggingface.co/stable-diffusion-v1-5/stable-diffusion-v1-5)",
+                            config_key="full.sd_path")
+        return load_stable_diffusion(path, device), None
+    from safetensors.torch import load_file
+
+    ldm = load_stable_diffusion(_prior_dir(out) / "pipeline", device)
+    clf = AttributeClassifier(cfg.classifier.width, cfg.classifier.feature_dim)
+    clf.load_state_dict(load_file(str(_prior_dir(out) / "classifier.safetensors")))
+    return ldm, clf.eval().requires_grad_(False)
+
+
+def load_images(cfg, split: str, n: int) -> dict:
+    """The tiny profile's captioned shapes, or (full) the first n images of a local folder."""
+    if not cfg.full.images_path:
+        return make_split(cfg.seed, split, n, cfg.image_size)
+    from PIL import Image
+
+    folder = require_path(cfg.full.images_path, what="the evaluation images (FFHQ-style folder of PNG/JPG)",
+                          fetch="FFHQ 512×512 images (github.com/NVlabs/ffhq-dataset)", config_key="full.images_path")
+    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in {".png", ".jpg", ".jpeg"})
+    offset = 0 if split == "val" else cfg.data.n_val
+    files = files[offset:offset + n]
+    imgs = [np.asarray(Image.open(f).convert("RGB").resize((cfg.image_size, cfg.image_size))) for f in files]
+    x = torch.from_numpy(np.stack(imgs)).permute(0, 3, 1, 2).float() / 127.5 - 1
+    return {"images": x, "captions": None, "labels": None}
+
+
+# ------------------------------------------------------------------------------------ per task
+def method_hparams(cfg, method: str) -> dict:
+    hp = dict(cfg.hparams.get(method, {}) or {})
+    return hp
+
+
+def _solve_batches(method, y, op, ldm, cfg, seed, captions, **hp):
+    """Solve in batches of cfg.solve.batch_size; concatenate reconstructions and average trajectories."""
+    xs, nfe, wall, trajs = [], 0, 0.0, []
+    bs = cfg.solve.batch_size
+    for b in range(0, y.shape[0], bs):
+        sol = solve(method, y[b:b + bs], op, ldm, steps=cfg.solve.steps, seed=seed + b,
+                    captions=None if captions is None else captions[b:b + bs], **hp)
+        xs.append(sol.x)
+        nfe, wall = sol.nfe, wall + sol.wall_s
+        trajs.append(sol.trajectory)
+    traj = {k: (np.mean([t[k] for t in trajs], 0).tolist() if trajs[0][k] else []) for k in trajs[0]}
+    traj["step"] = trajs[0]["step"]
+    return torch.cat(xs), nfe, wall, traj
+
+
+def tune(cfg, method, task, op, ldm, val, seed) -> tuple[float, list[dict]]:
+    """Equal budget: each method tries the same number of ρ values on the validation split (SSIM)."""
+    y = op.measure(val["images"], seed)
+    rows = []
+    for rho in cfg.tuning.rho:
+        hp = {**method_hparams(cfg, method), "rho": float(rho)}
+        x, *_ = _solve_batches(method, y, op, ldm, cfg, seed, val["captions"], **hp)
+        rows.append({"task": task, "method": method, "rho": float(rho),
+                     "val_ssim": float(M.ssim(x, val["images"]).mean())})
+    best = max(rows, key=lambda r: r["val_ssim"])
+    return best["rho"], rows
+
+
+def operator_of(cfg, task):
+    return build_operator(task, cfg.image_size, sigma_y=cfg.solve.sigma_y, seed=cfg.seed, **dict(cfg.tasks[task]))
+
+
+def main_task(run, task: str) -> dict:
+    cfg = run.cfg
+    ldm, clf = load_prior(cfg, run.out)
+    op = operator_of(cfg, task)
+    val = load_images(cfg, "val", cfg.data.n_val)
+    test = load_images(cfg, "test", cfg.data.n_test)
+    methods = [m for m in cfg.methods if m != "oracle" or test["captions"] is not None]
+    tuned, tuning_rows = {}, []
+    for m in methods:
+        tuned[m], rows = tune(cfg, m, task, op, ldm, val, run.seed + 1)
+        tuning_rows += rows
+    run.save_table(pd.DataFrame(tuning_rows), f"tuning_{task}")
+
+    y = op.measure(test["images"], run.seed)
+    gt = test["images"]
+    ref = make_split(cfg.seed, "ref", cfg.data.n_ref, cfg.image_size)["images"] if clf is not None else None
+    ref_feat = M.features(clf, ref) if clf is not None else None
+    idx = M.bootstrap_indices(len(gt), cfg.bootstrap.n, run.seed)
+    per_image, out, recon, boots = [], {}, {}, {}
+    for m in methods:
+        hp = {**method_hparams(cfg, m), "rho": tuned[m], "record_every": cfg.solve.record_every}
+        x, nfe, wall, traj = _solve_batches(m, y, op, ldm, cfg, run.seed, test["captions"], **hp)
+        recon[m] = x
+        scores = {"psnr": M.psnr(x, gt), "ssim": M.ssim(x, gt), "hf_energy": M.high_frequency_energy(x),
+                  "residual": (M.per_image_residual(op, x, y))}
+        if clf is not None:
+            scores["attr_acc"] = M.attribute_accuracy(clf, x, test["labels"])
+            feat = M.features(clf, x)
+            fd = M.frechet_distance(feat, ref_feat)
+            boots[m] = {"fd": np.array([M.frechet_distance(feat[i], ref_feat) for i in idx])}
+        boots.setdefault(m, {}).update({k: v[idx].mean(1) for k, v in scores.items()})
+        out[m] = {k: M.summary(v.mean(), boots[m][k]) for k, v in scores.items()}
+        if clf is not None:
+            out[m]["fd"] = M.summary(fd, boots[m]["fd"])
+        out[m].update({"rho": tuned[m], "nfe": nfe, "wall_s": wall, "trajectory": traj})
+        for i in range(len(gt)):
+            per_image.append({"task": task, "method": m, "image": i, **{k: float(v[i]) for k, v in scores.items()}})
+    for m in methods:
+        out[m]["runtime_ratio_to_ldps"] = out[m]["wall_s"] / out["ldps"]["wall_s"]
+        out[m]["nfe_ratio_to_ldps"] = out[m]["nfe"] / out["ldps"]["nfe"]
+    diffs = {}
+    for a, b in (("p2l", "psld"), ("psld", "ldps"), ("p2l", "ldps")):
+        if a in out and b in out:
+            diffs[f"{a}_minus_{b}"] = {k: M.summary(out[a][k]["mean"] - out[b][k]["mean"], boots[a][k] - boots[b][k])
+                                       for k in boots[a]}
+    run.save_table(pd.DataFrame(per_image), f"per_image_{task}")
+    fig = grid_figure(task, op, y, gt, recon, n=cfg.figure.grid_images)
+    run.save_figure(fig, f"grid_{task}")
+    gt_hf = M.high_frequency_energy(gt).mean()
+    return {"task": task, "methods": out, "paired": diffs, "gt_hf_energy": float(gt_hf), "sigma_y": cfg.solve.sigma_y,
+            "steps": cfg.solve.steps, "n_test": len(gt)}
+
+
+def _show(ax, img):
+    ax.imshow(((img.permute(1, 2, 0) + 1) / 2).clamp(0, 1).numpy(), interpolation="nearest")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def grid_figure(task, op, y, gt, recon, n=4):
+    import matplotlib.pyplot as plt
+
+    cols = ["measurement", *recon, "ground truth"]
+    fig, axes = plt.subplots(n, len(cols), figsize=(1.1 * len(cols), 1.15 * n), squeeze=False)
+    meas = op.pseudo_adjoint(y)
+    for i in range(n):
+        imgs = [meas[i], *(recon[m][i] for m in recon), gt[i]]
+        for j, img in enumerate(imgs):
+            _show(axes[i, j], img)
+            if i == 0:
+                axes[i, j].set_title(cols[j].replace("_", "-"), fontsize=7)
+    fig.suptitle(TASK_NAMES.get(task, task), fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+# ------------------------------------------------------------------------------------ main table
+def _metrics_parts(out: Path, names) -> dict:
+    return {n: read_json(Path(out) / "metrics" / f"main_{n}.json") for n in names}
+
+
+def main_table(run) -> dict:
+    cfg = run.cfg
+    parts = _metrics_parts(run.out, cfg.main_tasks)
+    methods = list(next(iter(parts.values()))["methods"])
+    rows, runtime_rows, hf_rows = [], [], []
+    for task, res in parts.items():
+        for m in methods:
+            r = res["methods"][m]
+            row = {"task": TASK_NAMES.get(task, task), "method": m}
+            for k in ("psnr", "ssim", "fd", "attr_acc"):
+                if k in r:
+                    row[k] = r[k]["mean"]
+                    row[f"{k}_ci"] = f"[{r[k]['lo']:.3f}, {r[k]['hi']:.3f}]"
+            row["rho"] = r["rho"]
+            rows.append(row)
+            runtime_rows.append({"task": task, "method": m, "nfe_per_image": r["nfe"], "wall_s": r["wall_s"],
+                                 "runtime_ratio_to_ldps": r["runtime_ratio_to_ldps"],
+                                 "nfe_ratio_to_ldps": r["nfe_ratio_to_ldps"]})
+            hf_rows.append({"task": task, "method": m, "hf_energy": r["hf_energy"]["mean"],
+                            "gt_hf_energy": res["gt_hf_energy"],
+                            "final_off_range": r["trajectory"]["off_range"][-1] if r["trajectory"]["off_range"] else None})
+    table = pd.DataFrame(rows)
+    run.save_table(table, "main_table")
+    wide = table.pivot_table(index="task", columns="method", values=["ssim", "psnr", "fd"], sort=False)
+    wide.columns = [f"{m} {k}" for k, m in wide.columns]
+    run.save_table(wide.reset_index(), "main_table_wide")
+    run.save_table(pd.DataFrame(runtime_rows), "runtime_nfe")
+    run.save_table(pd.DataFrame(hf_rows), "artifacts_range")
+
+    def fam(metric, method):
+        return {f: float(np.mean([parts[t]["methods"][method][metric]["mean"] for t in ts if t in parts]))
+                for f, ts in FAMILIES.items() if any(t in parts for t in ts)}
+
+    result = {"families": {}, "counts": {}}
+    for metric, better in (("ssim", np.greater), ("fd", np.less), ("psnr", np.greater)):
+        if metric not in parts[next(iter(parts))]["methods"]["ldps"]:
+            continue
+        f = {m: fam(metric, m) for m in ("ldps", "psld", "p2l")}
+        result["families"][metric] = f
+        fams = list(f["p2l"])
+        p2l_psld = sum(bool(better(f["p2l"][k], f["psld"][k])) for k in fams)
+        psld_ldps = sum(bool(better(f["psld"][k], f["ldps"][k])) for k in fams)
+        chain = sum(bool(better(f["p2l"][k], f["psld"][k]) and better(f["psld"][k], f["ldps"][k])) for k in fams)
+        result["counts"][metric] = {"p2l_beats_psld": p2l_psld, "psld_beats_ldps": psld_ldps,
+                                    "p2l_psld_ldps_chain": chain, "families": len(fams)}
+    p2l_traj = [parts[t]["methods"]["p2l"]["trajectory"] for t in parts]
+    if p2l_traj[0]["prompt_cos"]:
+        result["prompt"] = {"final_cos": float(np.mean([tr["prompt_cos"][-1] for tr in p2l_traj])),
+                            "null_cos": float(np.mean([tr["null_cos"][-1] for tr in p2l_traj]))}
+        result["prompt"]["gain"] = result["prompt"]["final_cos"] - result["prompt"]["null_cos"]
+    result["runtime"] = {
+        "p2l_over_psld": float(np.mean([parts[t]["methods"]["p2l"]["wall_s"] / parts[t]["methods"]["psld"]["wall_s"]
+                                        for t in parts])),
+        "nfe_p2l_over_psld": float(np.mean([parts[t]["methods"]["p2l"]["nfe"] / parts[t]["methods"]["psld"]["nfe"]
+                                            for t in parts])),
+        "ratio_to_ldps": {m: float(np.mean([parts[t]["methods"][m]["runtime_ratio_to_ldps"] for t in parts]))
+                          for m in methods}}
+    result["table"] = {t: {m: {k: parts[t]["methods"][m][k]["mean"] for k in ("psnr", "ssim", "fd")
+                               if k in parts[t]["methods"][m]} for m in methods} for t in parts}
+    run.save_figure(trajectory_figure(parts), "prompt_trajectory")
+    run.save_figure(off_range_figure(parts), "off_range")
+    return result
+
+
+def trajectory_figure(parts):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.5, 3))
+    for i, (task, res) in enumerate(parts.items()):
+        tr = res["methods"]["p2l"]["trajectory"]
+        if not tr["prompt_cos"]:
+            continue
+        ax.plot(tr["step"], tr["prompt_cos"], color=f"C{i}", label=f"tuned C* ({TASK_NAMES.get(task, task)})")
+        ax.plot(tr["step"], tr["null_cos"], color=f"C{i}", ls=":", lw=1)
+    ax.set_xlabel("sampling step")
+    ax.set_ylabel("cos(C, C_true)")
+    ax.set_title("Prompt trajectory (dotted: null prompt C_∅)", fontsize=9)
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    return fig
+
+
+def off_range_figure(parts):
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(parts), figsize=(2.6 * len(parts), 2.6), squeeze=False)
+    for ax, (task, res) in zip(axes[0], parts.items()):
+        for m in ("ldps", "psld", "p2l"):
+            tr = res["methods"][m]["trajectory"]
+            if tr["off_range"]:
+                ax.plot(tr["step"], tr["off_range"], label=m)
+        ax.set_title(TASK_NAMES.get(task, task), fontsize=8)
+        ax.set_xlabel("step")
+    axes[0, 0].set_ylabel("‖ẑ₀ − E(D(ẑ₀))‖ / ‖ẑ₀‖")
+    axes[0, 0].legend(fontsize=6)
+    fig.tight_layout()
+    return fig
+
+
+# -------------------------------------------------------------------------------------- ablation
+def ablation(run) -> dict:
+    cfg = run.cfg
+    task = cfg.ablation.task
+    tuned = read_json(Path(run.out) / "metrics" / f"main_{task}.json")["methods"]
+    ldm, clf = load_prior(cfg, run.out)
+    op = operator_of(cfg, task)
+    test = load_images(cfg, "test", cfg.data.n_test)
+    gt = test["images"]
+    y = op.measure(gt, run.seed)
+    ref_feat = M.features(clf, make_split(cfg.seed, "ref", cfg.data.n_ref, cfg.image_size)["images"]) if clf else None
+    variants = {
+        "ldps": ("ldps", {}),
+        "prompt_only": ("p2l_prompt_only", {}),
+        "projection_only": ("p2l_projection_only", {}),
+        "p2l": ("p2l", {}),
+        "p2l_gluing": ("p2l_glue", {}),
+        **{f"p2l_K{k}": ("p2l", {"prompt_steps": k}) for k in cfg.ablation.K},
+        **{f"p2l_tau{t}": ("p2l", {"tau": t}) for t in cfg.ablation.tau},
+    }
+    rho = tuned["p2l"]["rho"]
+    rows, out = [], {}
+    for name, (method, extra) in variants.items():
+        hp = {**method_hparams(cfg, method), "rho": tuned["ldps"]["rho"] if name == "ldps" else rho,
+              "record_every": cfg.solve.record_every, **extra}
+        x, nfe, wall, traj = _solve_batches(method, y, op, ldm, cfg, run.seed, test["captions"], **hp)
+        r = {"psnr": float(M.psnr(x, gt).mean()), "ssim": float(M.ssim(x, gt).mean()),
+             "off_range": float(np.mean(traj["off_range"])), "final_off_range": traj["off_range"][-1],
+             "hf_energy": float(M.high_frequency_energy(x).mean()), "nfe": nfe}
+        if clf is not None:
+            r["fd"] = M.frechet_distance(M.features(clf, x), ref_feat)
+        if traj["prompt_cos"]:
+            r["prompt_cos"] = traj["prompt_cos"][-1]
+        out[name] = r
+        rows.append({"variant": name, **r, "wall_s": wall})
+    run.save_table(pd.DataFrame(rows), "ablation")
+    best_single = max(out["prompt_only"]["ssim"], out["projection_only"]["ssim"])
+    return {"task": task, "variants": out,
+            "both_minus_best_single_ssim": out["p2l"]["ssim"] - best_single,
+            "components_help": int(out["prompt_only"]["ssim"] > out["ldps"]["ssim"])
+            + int(out["projection_only"]["ssim"] > out["ldps"]["ssim"])}
+
+
+EXPERIMENTS = {"train_prior": train_prior, **{f"main_{t}": partial(main_task, task=t) for t in TASKS},
+               "main_table": main_table, "ablation": ablation}
