@@ -1,0 +1,52 @@
+# P2L: train the tiny prior, solve every task with every method, then the table, figures and ablation.
+from shared.config import load_config as _p2l_load_config
+
+P2L = f"{RESULTS}/p2l"
+P2L_CFG = _p2l_load_config("papers/p2l/config.yaml", PROFILE)
+P2L_TASKS = list(P2L_CFG["main_tasks"])
+P2L_PRIOR = [] if P2L_CFG["full"]["sd_path"] else [f"{P2L}/metrics/train_prior.json"]
+P2L_PARTS = [f"{P2L}/metrics/main_{t}.json" for t in P2L_TASKS]
+
+PAPER_METRICS["p2l"] = P2L_PRIOR + P2L_PARTS + [f"{P2L}/metrics/main_table.json", f"{P2L}/metrics/ablation.json"]
+PAPER_TARGETS.extend(prov(
+    *([f"{P2L}/figures/prior_samples.png"] if P2L_PRIOR else []),
+    *[f"{P2L}/figures/grid_{t}.png" for t in P2L_TASKS],
+    *[f"{P2L}/tables/{k}_{t}.md" for t in P2L_TASKS for k in ("tuning", "per_image")],
+    *[f"{P2L}/tables/{k}.md" for k in ("main_table", "main_table_wide", "runtime_nfe", "artifacts_range", "ablation")],
+    f"{P2L}/figures/prompt_trajectory.png", f"{P2L}/figures/off_range.png",
+))
+
+
+rule p2l_prior:
+    input: "papers/p2l/config.yaml"
+    output: prov(f"{P2L}/metrics/train_prior.json", f"{P2L}/figures/prior_samples.png", f"{P2L}/figures/prior_samples.pdf")
+    threads: 1
+    shell: experiment_cmd("p2l", "train_prior")
+
+
+rule p2l_task_solutions:
+    input: "papers/p2l/config.yaml", P2L_PRIOR
+    output:
+        prov(f"{P2L}/metrics/main_{{task}}.json", f"{P2L}/figures/grid_{{task}}.png", f"{P2L}/figures/grid_{{task}}.pdf",
+             *[f"{P2L}/tables/{k}_{{task}}.{e}" for k in ("tuning", "per_image") for e in ("csv", "md")])
+    wildcard_constraints: task="|".join(P2L_TASKS)
+    threads: 1
+    shell: experiment_cmd("p2l", "main_{wildcards.task}")
+
+
+rule p2l_main_table:
+    input: "papers/p2l/config.yaml", P2L_PARTS
+    output:
+        prov(f"{P2L}/metrics/main_table.json",
+             *[f"{P2L}/tables/{k}.{e}" for k in ("main_table", "main_table_wide", "runtime_nfe", "artifacts_range")
+               for e in ("csv", "md")],
+             *[f"{P2L}/figures/{k}.{e}" for k in ("prompt_trajectory", "off_range") for e in ("png", "pdf")])
+    threads: 1
+    shell: experiment_cmd("p2l", "main_table")
+
+
+rule p2l_ablation_table:
+    input: "papers/p2l/config.yaml", f"{P2L}/metrics/main_{P2L_CFG['ablation']['task']}.json"
+    output: prov(f"{P2L}/metrics/ablation.json", f"{P2L}/tables/ablation.csv", f"{P2L}/tables/ablation.md")
+    threads: 1
+    shell: experiment_cmd("p2l", "ablation")
