@@ -37,9 +37,10 @@ def experiment_cmd(paper, experiment):
 
 for _paper in PAPERS:
     include: PAPERS_DIR / _paper / "rules.smk"
+include: "kernels/rules.smk"
 
 wildcard_constraints:
-    paper="|".join(PAPERS) or "NO_PAPER",
+    paper="|".join([*PAPERS, "kernels"]),
 
 
 rule all:
@@ -74,7 +75,7 @@ rule claims_ledger:
     """results/<profile>/claims.{json,md}: every paper's claims, PASS / FAIL / NOT RUN."""
     input:
         claims=CLAIM_FILES,
-        metrics=expand(f"{RESULTS}/{{paper}}/metrics.json", paper=PAPERS),
+        metrics=expand(f"{RESULTS}/{{paper}}/metrics.json", paper=[*PAPERS, "kernels"]),
     output: prov(f"{RESULTS}/claims.json", f"{RESULTS}/claims.md")
     shell: "{PY} -m shared.claims --profile {PROFILE} --results {RESULTS} --rule {rule} {input.claims}"
 
@@ -84,7 +85,7 @@ rule overview_notebook:
     input:
         nb="notebooks/overview.ipynb",
         claims=f"{RESULTS}/claims.json",
-        papers=expand(f"{RESULTS}/{{paper}}/{{paper}}.ipynb", paper=PAPERS),
+        papers=expand(f"{RESULTS}/{{paper}}/{{paper}}.ipynb", paper=[*PAPERS, "kernels"]),
     output: prov(f"{RESULTS}/overview.ipynb")
     log: f"{RESULTS}/logs/overview_notebook.log"
     shell:
