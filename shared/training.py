@@ -6,6 +6,7 @@ killed at any point and resumed gives the same weights as an uninterrupted one.
 """
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 from typing import Iterator
@@ -70,12 +71,15 @@ def make_trainer(
     accelerator: str = "auto",
     precision: str = "32-true",
     loggers: list | bool = False,
-    progress: bool = True,
+    progress: bool | None = None,
     gradient_clip_val: float | None = None,
     log_every_n_steps: int = 10,
     callbacks: list | None = None,
 ):
-    """A deterministic `lightning.Trainer` that checkpoints `last.ckpt` under `out_dir/checkpoints`."""
+    """A deterministic `lightning.Trainer` that checkpoints `last.ckpt` under `out_dir/checkpoints`.
+
+    progress: show a progress bar (default: yes, except under CI=true).
+    """
     import lightning as L
     from lightning.pytorch.callbacks import ModelCheckpoint
 
@@ -92,7 +96,7 @@ def make_trainer(
         max_steps=max_steps,
         deterministic=True,
         logger=loggers,
-        enable_progress_bar=progress,
+        enable_progress_bar=(os.environ.get("CI") != "true") if progress is None else progress,
         enable_model_summary=False,
         gradient_clip_val=gradient_clip_val,
         log_every_n_steps=log_every_n_steps,
