@@ -1,0 +1,73 @@
+# E2GAN: base models, scratch baselines, rank search, per-concept table, base ablation, data-size curve, latency.
+X = f"{RESULTS}/e2gan"
+E2GAN_CFG = "papers/e2gan/config.yaml"
+E2GAN_EXPERIMENTS = ["base_clustered", "base_variants", "scratch_baselines", "rank_search", "concept_table",
+                     "base_ablation", "data_size_curve", "latency_table"]
+PAPER_METRICS["e2gan"] = [f"{X}/metrics/{e}.json" for e in E2GAN_EXPERIMENTS]
+PAPER_TARGETS.extend(prov(
+    f"{X}/tables/e2gan_concept_table.md", f"{X}/tables/e2gan_concept_runs.md", f"{X}/figures/e2gan_image_grid.png",
+    f"{X}/tables/e2gan_base_ablation.md", f"{X}/tables/e2gan_base_ablation_runs.md",
+    f"{X}/figures/e2gan_data_size.png", f"{X}/tables/e2gan_data_size.md", f"{X}/tables/e2gan_latency.md"))
+
+
+rule e2gan_base_model:
+    input: E2GAN_CFG
+    output: prov(f"{X}/metrics/base_clustered.json")
+    threads: 1
+    shell: experiment_cmd("e2gan", "base_clustered")
+
+
+rule e2gan_base_variants:
+    input: E2GAN_CFG
+    output: prov(f"{X}/metrics/base_variants.json")
+    threads: 1
+    shell: experiment_cmd("e2gan", "base_variants")
+
+
+rule e2gan_scratch_baselines:
+    input: E2GAN_CFG
+    output: prov(f"{X}/metrics/scratch_baselines.json")
+    threads: 1
+    shell: experiment_cmd("e2gan", "scratch_baselines")
+
+
+rule e2gan_rank_search:
+    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json"
+    output: prov(f"{X}/metrics/rank_search.json")
+    threads: 1
+    shell: experiment_cmd("e2gan", "rank_search")
+
+
+rule e2gan_concept_table:
+    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json", f"{X}/metrics/scratch_baselines.json"
+    output:
+        prov(f"{X}/metrics/concept_table.json", f"{X}/tables/e2gan_concept_table.csv", f"{X}/tables/e2gan_concept_table.md",
+             f"{X}/tables/e2gan_concept_runs.csv", f"{X}/tables/e2gan_concept_runs.md",
+             f"{X}/figures/e2gan_image_grid.png", f"{X}/figures/e2gan_image_grid.pdf")
+    threads: 1
+    shell: experiment_cmd("e2gan", "concept_table")
+
+
+rule e2gan_base_ablation_table:
+    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/base_variants.json", f"{X}/metrics/rank_search.json"
+    output:
+        prov(f"{X}/metrics/base_ablation.json", f"{X}/tables/e2gan_base_ablation.csv", f"{X}/tables/e2gan_base_ablation.md",
+             f"{X}/tables/e2gan_base_ablation_runs.csv", f"{X}/tables/e2gan_base_ablation_runs.md")
+    threads: 1
+    shell: experiment_cmd("e2gan", "base_ablation")
+
+
+rule e2gan_data_size_figure:
+    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json"
+    output:
+        prov(f"{X}/metrics/data_size_curve.json", f"{X}/figures/e2gan_data_size.png", f"{X}/figures/e2gan_data_size.pdf",
+             f"{X}/tables/e2gan_data_size.csv", f"{X}/tables/e2gan_data_size.md")
+    threads: 1
+    shell: experiment_cmd("e2gan", "data_size_curve")
+
+
+rule e2gan_latency_table:
+    input: E2GAN_CFG
+    output: prov(f"{X}/metrics/latency_table.json", f"{X}/tables/e2gan_latency.csv", f"{X}/tables/e2gan_latency.md")
+    threads: 1
+    shell: experiment_cmd("e2gan", "latency_table")
