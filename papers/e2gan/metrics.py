@@ -40,7 +40,7 @@ def image_features(images: np.ndarray) -> np.ndarray:
 
 
 def frechet_distance(mu1, sigma1, mu2, sigma2) -> float:
-    covmean, _ = linalg.sqrtm(sigma1 @ sigma2, disp=False)
+    covmean = linalg.sqrtm(sigma1 @ sigma2)
     covmean = covmean.real
     return float(((mu1 - mu2) ** 2).sum() + np.trace(sigma1 + sigma2 - 2 * covmean))
 
@@ -52,7 +52,8 @@ def feature_fd(pred: np.ndarray, target: np.ndarray, dims: int = 16) -> float:
     ft, fp = image_features(target), image_features(pred)
     pca = PCA(n_components=min(dims, len(ft) - 1, ft.shape[1]), random_state=0).fit(ft)
     a, b = pca.transform(ft), pca.transform(fp)
-    return frechet_distance(a.mean(0), np.cov(a, rowvar=False), b.mean(0), np.cov(b, rowvar=False))
+    cov = lambda f: np.atleast_2d(np.cov(f, rowvar=False))  # noqa: E731
+    return frechet_distance(a.mean(0), cov(a), b.mean(0), cov(b))
 
 
 def quality(pred: np.ndarray, target: np.ndarray, fd_dims: int = 16) -> dict:

@@ -245,7 +245,7 @@ class InstructPix2PixTeacher:
 
         dtype = torch.float16 if fp16 else torch.float32
         self.pipe = StableDiffusionInstructPix2PixPipeline.from_pretrained(
-            str(path), torch_dtype=dtype, safety_checker=None, requires_safety_checker=False,
+            str(path), dtype=dtype, safety_checker=None, requires_safety_checker=False,
             local_files_only=True)
         self.pipe.scheduler = EulerAncestralDiscreteScheduler.from_config(self.pipe.scheduler.config)
         self.pipe.set_progress_bar_config(disable=True)

@@ -1,0 +1,54 @@
+"""k-means selections, metrics against reference implementations, training FLOPs."""
+import numpy as np
+import torch
+from skimage.metrics import peak_signal_noise_ratio
+from sklearn.cluster import KMeans
+
+from papers.e2gan.metrics import feature_fd, frechet_distance, psnr
+from papers.e2gan.selection import nearest_to_centroids, random_subset
+
+
+def test_kmeans_subset_picks_samples_nearest_the_centroids():
+    rng = np.random.default_rng(0)
+    feats = rng.normal(size=(60, 5))
+    chosen = nearest_to_centroids(feats, 6, seed=1)
+    km = KMeans(n_clusters=6, n_init=10, random_state=1).fit(feats)
+    expected = [int(np.argmin(np.linalg.norm(feats - c, axis=1))) for c in km.cluster_centers_]
+    assert chosen == expected and len(set(chosen)) == 6
+    centres = np.array([[0, 0], [10, 0], [0, 10]])
+    blobs = np.concatenate([c + 0.1 * rng.normal(size=(20, 2)) for c in centres])
+    picked = nearest_to_centroids(blobs, 3, seed=0)
+    assert sorted(i // 20 for i in picked) == [0, 1, 2]
+    assert random_subset(50, 5, 3) == random_subset(50, 5, 3) and len(set(random_subset(50, 5, 3))) == 5
+
+
+def test_psnr_matches_skimage():
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(size=(3, 8, 8, 3)), rng.uniform(size=(3, 8, 8, 3))
+    ref = np.mean([peak_signal_noise_ratio(x, y, data_range=1.0) for x, y in zip(a, b)])
+    assert abs(psnr(b, a) - ref) < 1e-9
+
+
+def test_frechet_distance():
+    mu, sigma = np.zeros(3), np.eye(3)
+    assert abs(frechet_distance(mu, sigma, mu, sigma)) < 1e-9
+    # 1-d closed form: (m1 - m2)^2 + (s1 - s2)^2
+    assert abs(frechet_distance(np.array([1.0]), np.array([[4.0]]), np.array([0.0]), np.array([[1.0]])) - 2.0) < 1e-9
+    rng = np.random.default_rng(0)
+    imgs = rng.uniform(size=(12, 16, 16, 3))
+    assert feature_fd(imgs, imgs, dims=4) < 1e-6 < feature_fd(imgs * 0.3, imgs, dims=4)
+
+
+def test_lora_step_counts_fewer_flops_than_full_training():
+    from papers.e2gan.lora import add_lora
+    from papers.e2gan.models import CRUCIAL_GROUPS, E2GANGenerator, PatchDiscriminator
+    from papers.e2gan.train import Pairs, train_gan
+
+    torch.manual_seed(0)
+    x = torch.rand(8, 3, 16, 16) * 2 - 1
+    pairs = Pairs(x, -x, torch.randn(1, 2, 8), torch.ones(1, 2, dtype=torch.bool), torch.zeros(8, dtype=torch.long))
+    full = train_gan(E2GANGenerator(4, 8, 2), PatchDiscriminator(8), pairs, 1, seed=0, batch_size=4)
+    lora = train_gan(add_lora(E2GANGenerator(4, 8, 2), {g: 1 for g in CRUCIAL_GROUPS}), PatchDiscriminator(8),
+                     pairs, 1, seed=0, batch_size=4)
+    assert 0 < lora["flops_per_step"] < full["flops_per_step"]
+    assert lora["trainable_params"] < full["trainable_params"] / 5
