@@ -77,9 +77,10 @@ def _trajectory(label: int, frames: int, room: int, speed: float, rng: np.random
 def make_clips(n: int, seed: int, *, frames: int = 16, size: int = 32, speed: float = 1.5,
                noise: float = 0.02, patterns: list[str] | tuple[str, ...] = ("directions",),
                pan_speed: float = 0.0, flicker: float = 0.0, background: float = 0.35,
-               distractor: float = 0.8) -> Clips:
+               distractor: float = 0.8, label: int | None = None) -> Clips:
     """`n` seeded clips. pan_speed > 0: a global camera pan of that many pixels per frame in a random
-    direction per clip; flicker > 0: brightness × (1 + flicker·sin(·)) per frame."""
+    direction per clip; flicker > 0: brightness × (1 + flicker·sin(·)) per frame; `label` forces
+    every clip's class (for the notebook's explorer)."""
     rng = np.random.default_rng(seed)
     digits = _digits()
     extras = [p for p in EXTRA_PATTERNS if p in patterns]
@@ -90,6 +91,8 @@ def make_clips(n: int, seed: int, *, frames: int = 16, size: int = 32, speed: fl
     video = np.empty((n, frames, size, size), np.float32)
     moving = np.zeros((n, frames, size, size), bool)
     labels = rng.integers(0, k, size=n)
+    if label is not None:
+        labels[:] = label
     textures = gaussian_filter(rng.random((n, canvas, canvas), dtype=np.float32), sigma=(0, 1.5, 1.5))
     for i in range(n):
         tex = textures[i]
@@ -109,7 +112,7 @@ def make_clips(n: int, seed: int, *, frames: int = 16, size: int = 32, speed: fl
             frame = tex[oy:oy + size, ox:ox + size].copy()
             y, x = path[f]
             frame[y:y + 8, x:x + 8] = np.maximum(frame[y:y + 8, x:x + 8], digit)
-            moving[i, f, y:y + 8, x:x + 8] = digit > 0.25
+            moving[i, f, y:y + 8, x:x + 8] = digit > 0
             if flicker:
                 frame *= 1 + flicker * math.sin(2 * math.pi * f / 4 + phase)
             video[i, f] = frame

@@ -154,6 +154,7 @@ def write_test_video(path: str | Path, frames: np.ndarray, fps: int = 25) -> Pat
     with av.open(str(path), mode="w") as container:
         stream = container.add_stream("mpeg4", rate=fps)
         stream.width, stream.height, stream.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
+        stream.bit_rate = 20_000_000
         for frame in frames:
             for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
                 container.mux(packet)
