@@ -52,10 +52,17 @@ def classes(cfg) -> int:
 
 
 @lru_cache(maxsize=4)
-def _procedural(cfg_key: tuple, seed: int, n: int, pan: bool):
+def _procedural(cfg_key: tuple, seed: int, n: int, pan: bool, frames: int | None = None):
     d = dict(cfg_key)
-    return make_clips(n, seed, frames=d["frames"], size=d["size"], speed=d["speed"], noise=d["noise"],
-                      patterns=tuple(d["patterns"]), pan_speed=d["pan_speed"] if pan else 0.0, flicker=d["flicker"])
+    frames = frames or d["frames"]
+    return make_clips(n, seed, frames=frames, size=d["size"], speed=d["speed"] * (d["frames"] - 1) / (frames - 1),
+                      noise=d["noise"], patterns=tuple(d["patterns"]), pan_speed=d["pan_speed"] if pan else 0.0,
+                      flicker=d["flicker"])
+
+
+def candidate_frames(cfg) -> int:
+    """2·α·τ candidate frames for information-intensive frame selection (τ = frames / 2 pairs)."""
+    return 2 * int(round(cfg.frame_selection.alpha * cfg.data.frames / 2))
 
 
 def _key(cfg) -> tuple:
@@ -70,6 +77,8 @@ def dataset(cfg, seed: int, split: str, pan: bool = False):
     if d.source == "procedural":
         if split == "test":
             return _procedural(_key(cfg), derive_seed(seed, "test-clips"), d.n_test, pan)
+        if split == "pretrain" and cfg.frame_selection.enabled:
+            return _procedural(_key(cfg), derive_seed(seed, "train-clips"), d.n_pretrain, pan, candidate_frames(cfg))
         train = _procedural(_key(cfg), derive_seed(seed, "train-clips"), d.n_pretrain, pan)
         return train if split == "pretrain" else train.subset(d.n_finetune)
     if d.source != "video":
@@ -95,9 +104,9 @@ def run_pretrain(run, arm: str) -> dict:
     torch.manual_seed(derive_seed(run.seed, "init"))
     model = build_autoencoder(cfg)
     data = dataset(cfg, run.seed, "pretrain", pan)
-    if cfg.frame_selection.enabled:
-        raise ValueError("frame_selection.enabled needs candidate clips of 2·alpha·tau frames; "
-                         "the procedural/video loaders here give tau pairs (see README, frame selection)")
+    if cfg.frame_selection.enabled and cfg.data.source == "video":
+        raise ValueError("frame_selection.enabled is implemented for procedural clips only: set "
+                         "frame_selection.enabled=false, or extend VideoListDataset to return 2·alpha·tau frames")
     snaps = {max(1, round(b * cfg.pretrain.steps)): snapshot_name(b) for b in cfg.pretrain.budgets}
     losses = pretrain(model, data, method, cfg, run.seed, run.checkpoint_dir(), snaps, device_of(cfg))
     enc = model.encoder

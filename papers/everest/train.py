@@ -17,7 +17,7 @@ from torch import nn
 from shared.seeding import derive_seed
 
 from .model import MaskedVideoAutoencoder, VideoClassifier
-from .selection import motion_scores, select_tokens, tube_mask
+from .selection import information_intensive_frames, motion_scores, select_tokens, tube_mask
 
 METHODS = ("tube", "everest", "ascending")
 
@@ -101,9 +101,12 @@ def _save(path: Path, model, opt, gens: dict, step: int) -> None:
 
 def pretrain(model: MaskedVideoAutoencoder, data, method: str, cfg, seed: int,
              ckpt_dir: Path, snapshots: dict[int, str] | None = None, device: str = "cpu") -> list[float]:
-    """Pre-train on `data` (len() and batch(idx) -> (video [b, C, F, H, W], labels)); writes ckpt_dir/<name>.pt weights at each snapshot step.
+    """Pre-train on `data` (len() and batch(idx) -> (video [b, C, F, H, W], labels)); writes
+    ckpt_dir/<name>.pt weights at each snapshot step.
 
-    The batch order (seed, "batches") is the same for every method; masks come from (seed, "masks")."""
+    The batch order (seed, "batches") is the same for every method; masks come from (seed, "masks").
+    With `cfg.frame_selection.enabled`, `data` holds candidate clips of 2·α·τ frames and each clip's
+    τ frame pairs are drawn by information-intensive frame selection with the current embedding."""
     p = cfg.pretrain
     model.to(device).train()
     opt = torch.optim.AdamW(param_groups(model, p.weight_decay), lr=p.lr, betas=tuple(p.betas))
@@ -118,6 +121,10 @@ def pretrain(model: MaskedVideoAutoencoder, data, method: str, cfg, seed: int,
         _set_lr(opt, lr_at(step, p.steps, p.lr, p.min_lr, warmup))
         idx = torch.randint(len(data), (p.batch,), generator=gens["batches"])
         clip = data.batch(idx)[0].to(device)
+        if cfg.frame_selection.enabled:
+            pairs = model.encoder.slices
+            clip = torch.stack([information_intensive_frames(c, model.embed, pairs, cfg.selection.rho_pre, gens["masks"])
+                                for c in clip])
         e, vis, tgt = make_masks(model, clip, method, cfg.selection, gens["masks"])
         loss = model(clip, vis, tgt, embeddings=e)
         opt.zero_grad(set_to_none=True)

@@ -149,3 +149,12 @@ def test_pretrain_deterministic_and_resumes_exactly(tmp_path, monkeypatch):
     losses = pretrain(model, data, "everest", cfg, 0, tmp_path / "c")
     assert losses == runs["a"][0]
     assert all(torch.equal(v, runs["a"][1][k]) for k, v in model.state_dict().items())
+
+
+def test_pretrain_with_frame_selection_runs(tmp_path):
+    from papers.everest.data import make_clips
+
+    cfg = load_config(CONFIG, "smoke", ["pretrain.steps=2", "pretrain.batch=2", "frame_selection.enabled=true"])
+    data = make_clips(4, 0, frames=24, speed=1.0)          # 2·α·τ = 24 candidate frames
+    losses = pretrain(small_model(), data, "everest", cfg, 0, tmp_path)
+    assert len(losses) == 2 and all(l > 0 for l in losses)
