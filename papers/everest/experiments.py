@@ -206,6 +206,7 @@ def efficiency(run) -> dict:
     enc = ae.encoder
     clips = dataset(cfg, run.seed, "test")
     video = clips.batch(torch.arange(min(cfg.efficiency.batch, len(clips))))[0]
+    video = video[:, 0] if video.dim() == 6 else video     # multi-view test clips: the first view
     b = video.shape[0]
     gen = torch.Generator().manual_seed(derive_seed(run.seed, "efficiency"))
 
@@ -286,6 +287,13 @@ def token_overlay(run) -> dict:
     trained = build_autoencoder(cfg).eval()
     path = pretrain_dir(run, "everest") / f"{snapshot_name(cfg.pretrain.budgets[-1])}.pt"
     trained.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    if cfg.data.source != "procedural":   # real videos: the figure only (no ground-truth object masks)
+        test = dataset(cfg, run.seed, "test")
+        video = test.batch(torch.arange(min(cfg.overlay.n_show, len(test))))[0][:, 0]
+        kept = selected_mask(trained, video, cfg)
+        run.save_figure(plots.overlay_figure(video, kept, cfg.model.patch, cfg.model.tubelet), "token_overlay")
+        run.save_table(pd.DataFrame([{"data": "video", "kept_tokens": int(kept[0].sum())}]), "token_selection")
+        return {"kept_tokens": int(kept[0].sum())}
     out, show = {}, {}
     for data_name, pan in [("clean", False), ("pan", True)]:
         clips = dataset(cfg, run.seed, "test", pan)
