@@ -226,7 +226,7 @@ def efficiency(run) -> dict:
         return lambda: (opt.zero_grad(), loss_fn(arg).backward(), opt.step())
 
     arms = {"pretrain": (pre_loss, "tube", "everest", list(ae.parameters())),
-            "finetune": (ft_loss, "none", "top", [p for c in classifiers.values() for p in c.parameters()])}
+            "finetune": (ft_loss, "none", "top", list(dict.fromkeys(p for c in classifiers.values() for p in c.parameters())))}
     n = enc.num_tokens
     v = tube_visible(enc.slices, enc.positions, cfg.selection.mask_ratio)
     v_ev = v if cfg.selection.match_visible else count(1 - cfg.selection.mask_ratio, n)
