@@ -13,6 +13,7 @@ PAPER_TARGETS.extend(prov(
 rule e2gan_base_model:
     input: E2GAN_CFG
     output: prov(f"{X}/metrics/base_clustered.json")
+    priority: 10  # on the critical path to the concept table
     threads: 1
     shell: experiment_cmd("e2gan", "base_clustered")
 
@@ -27,6 +28,7 @@ rule e2gan_base_variants:
 rule e2gan_scratch_baselines:
     input: E2GAN_CFG
     output: prov(f"{X}/metrics/scratch_baselines.json")
+    priority: 20  # on the critical path to the concept table
     threads: 1
     shell: experiment_cmd("e2gan", "scratch_baselines")
 
@@ -34,6 +36,7 @@ rule e2gan_scratch_baselines:
 rule e2gan_rank_search:
     input: E2GAN_CFG, f"{X}/metrics/base_clustered.json"
     output: prov(f"{X}/metrics/rank_search.json")
+    priority: 10  # on the critical path to the concept table
     threads: 1
     shell: experiment_cmd("e2gan", "rank_search")
 
@@ -44,6 +47,7 @@ rule e2gan_concept_table:
         prov(f"{X}/metrics/concept_table.json", f"{X}/tables/e2gan_concept_table.csv", f"{X}/tables/e2gan_concept_table.md",
              f"{X}/tables/e2gan_concept_runs.csv", f"{X}/tables/e2gan_concept_runs.md",
              f"{X}/figures/e2gan_image_grid.png", f"{X}/figures/e2gan_image_grid.pdf")
+    priority: 10  # on the critical path to the concept table
     threads: 1
     shell: experiment_cmd("e2gan", "concept_table")
 

@@ -116,9 +116,10 @@ def train_gan(G: nn.Module, D: nn.Module, train: Pairs, steps: int, *, seed: int
 
 
 def to_target(history: dict, target: float) -> dict:
-    """First evaluated step whose PSNR reaches `target`: steps, seconds and FLOPs to get there."""
+    """First evaluated step (after training starts: step 0 is not counted) whose PSNR reaches `target`:
+    steps, seconds and FLOPs to get there. Resolution: the evaluation interval."""
     for (step, value), sec in zip(history["curve"], history["seconds"]):
-        if value >= target:
+        if step > 0 and value >= target:
             return {"reached": True, "steps": step, "seconds": sec, "flops": step * history["flops_per_step"]}
     steps = history["steps"]
     return {"reached": False, "steps": steps, "seconds": history["seconds"][-1] if history["seconds"] else 0.0,
