@@ -58,6 +58,7 @@ def build_model(arm: str, cfg, cohort, n_out: int, seed: int):
         return MMP(2 * d + 1, cfg.prototypes.n, cohort.pathways, dim=m.dim, code_dim=m.code_dim,
                    snn_dropout=m.snn_dropout, dropout=m.dropout, n_out=n_out,
                    fusion="trans" if arm == "mmp_trans" else "ot", double_softmax=m.double_softmax,
+                   value_residual=m.value_residual,
                    ot_reg=cfg.ot.reg, ot_reg_m=cfg.ot.reg_m, ot_iter=cfg.ot.num_iter_max, ot_stop=cfg.ot.stop_thr)
     if arm == "pathway":
         return PathwayOnly(cohort.pathways, dim=m.dim, snn_dropout=m.snn_dropout, n_out=n_out)
@@ -102,92 +103,103 @@ def recovered_proportions(pi: np.ndarray, prototypes: np.ndarray, centres: np.nd
     return out
 
 
-# ----------------------------------------------------------------------------- 1. c-index table (+ interpretability)
-def cindex_table(run) -> dict:
-    """Five site-disjoint folds; c-index of every arm, the oracle beside it; KM / attention figure."""
-    cfg, seed = run.cfg, run.seed
-    cohort = load_cohort(cfg, seed)
-    folds = site_folds(cohort.site, cfg.eval.n_folds)
-    limits = {"mmp_ot": cfg.eval.ot_folds, "full_transformer": cfg.eval.transformer_folds}
-    scores = {arm: [] for arm in cfg.eval.arms}
-    oracle, oof = [], np.zeros(len(cohort))
-    pi_oof = np.zeros((len(cohort), cfg.prototypes.n))
-    example = {}
-    for fold, (tr, te) in enumerate(folds):
-        fd = prepare_fold(cohort, tr, cfg, seed, fold)
-        if cohort.log_hazard is not None:
-            oracle.append(cindex(cohort.time[te], cohort.event[te], cohort.log_hazard[te]))
-        pi_oof[te] = fd["data"]["hist"][te, :, 0].numpy()
-        for arm in cfg.eval.arms:
-            if fold >= limits.get(arm, cfg.eval.n_folds):
-                continue
+# ----------------------------------------------------------------------------- 1. c-index (one experiment per arm, then the table)
+def cindex_arm(arm: str):
+    """The experiment that trains `arm` on the site-disjoint folds and scores its test folds."""
+
+    def experiment(run) -> dict:
+        cfg, seed = run.cfg, run.seed
+        cohort = load_cohort(cfg, seed)
+        folds = site_folds(cohort.site, cfg.eval.n_folds)
+        n_run = {"mmp_ot": cfg.eval.ot_folds, "full_transformer": cfg.eval.transformer_folds}.get(arm, len(folds))
+        scores, oracle = [], []
+        risk_oof = np.full(len(cohort), np.nan)
+        pi_oof = np.full((len(cohort), cfg.prototypes.n), np.nan)
+        example = {}
+        for fold, (tr, te) in enumerate(folds[:n_run]):
+            fd = prepare_fold(cohort, tr, cfg, seed, fold)
             model, risk = fit_predict(arm, cfg, cohort, fd, tr, te, seed, fold)
-            scores[arm].append(cindex(cohort.time[te], cohort.event[te], risk))
-            if arm == "mmp_trans":
-                oof[te] = risk
-            if fold == 0 and arm in ("mmp_trans", "mmp_ot"):   # maps of one test patient
+            scores.append(cindex(cohort.time[te], cohort.event[te], risk))
+            if cohort.log_hazard is not None:
+                oracle.append(cindex(cohort.time[te], cohort.event[te], cohort.log_hazard[te]))
+            risk_oof[te] = risk
+            pi_oof[te] = fd["data"]["hist"][te, :, 0].numpy()
+            if fold == 0 and arm in ("mmp_trans", "mmp_ot"):   # the fusion map of one test patient
                 with torch.no_grad():
                     _, fmap = model(make_batch(fd["data"], te[:1]), return_map=True)
-                example[arm] = fmap[0].numpy()
-                example["patient"] = int(te[0])
-    metrics = {arm: summary(v) for arm, v in scores.items() if v}
-    if oracle:
-        metrics["oracle"] = summary(oracle)
-    # the folds MMP-OT ran on, for a paired comparison
-    n_ot = len(scores.get("mmp_ot", []))
-    if n_ot:
-        metrics["mmp_trans_on_ot_folds"] = summary(scores["mmp_trans"][:n_ot])
-        metrics["ot_minus_trans"] = float(np.mean(scores["mmp_ot"]) - np.mean(scores["mmp_trans"][:n_ot]))
-    rows = [{"model": ARM_NAMES[a], "c-index": fmt(metrics[a]), "mean": metrics[a]["mean"], "std": metrics[a]["std"],
-             "folds": len(scores[a])} for a in cfg.eval.arms if scores[a]]
-    if oracle:
-        rows.append({"model": "Oracle (true log-hazard)", "c-index": fmt(metrics["oracle"]),
-                     "mean": metrics["oracle"]["mean"], "std": metrics["oracle"]["std"], "folds": len(oracle)})
-    run.save_table(pd.DataFrame(rows), "cindex")
-    # interpretability: KM of predicted risk groups, the fusion maps of one patient, π vs risk
-    groups = risk_groups(cohort.time, cohort.event, oof)
-    from scipy.stats import spearmanr
+                example = {"map": fmap[0].numpy(), "patient": int(te[0])}
+        metrics = {"cindex": summary(scores), "n_folds": len(scores)}
+        if oracle:
+            metrics["oracle"] = summary(oracle)
+        if arm == "mmp_trans":
+            done = ~np.isnan(risk_oof)
+            groups = risk_groups(cohort.time[done], cohort.event[done], risk_oof[done])
+            from scipy.stats import spearmanr
 
-    rho = np.array([spearmanr(pi_oof[:, c], oof).statistic for c in range(pi_oof.shape[1])])
-    metrics["km_logrank_p"] = groups["p_value"]
-    metrics["km_high_events"] = int(cohort.event[groups["high"]].sum())
-    metrics["km_low_events"] = int(cohort.event[~groups["high"]].sum())
-    metrics["pi_risk_spearman"] = [float(r) for r in rho]
-    run.save_figure(interpretability_figure(cohort, groups, example, pi_oof, oof, rho, cfg), "interpretability")
+            rho = np.array([spearmanr(pi_oof[done, c], risk_oof[done]).statistic for c in range(pi_oof.shape[1])])
+            metrics["km_logrank_p"] = groups["p_value"]
+            metrics["km_events_high_low"] = [int(cohort.event[done][groups["high"]].sum()),
+                                             int(cohort.event[done][~groups["high"]].sum())]
+            metrics["pi_risk_spearman"] = [float(r) for r in rho]
+            run.save_figure(interpretability_figure(cohort.time[done], cohort.event[done], groups, example,
+                                                    len(cohort.pathways), pi_oof[done], risk_oof[done], rho),
+                            "interpretability")
+        return metrics
+
+    experiment.__name__ = f"cindex_{arm}"
+    return experiment
+
+
+def cindex_table(run) -> dict:
+    """The c-index table (mean ± std over folds) of every arm, with the oracle beside it; reads
+    the arms' metrics (metrics/cindex_<arm>.json, written by their own rules)."""
+    from shared.io import read_json
+
+    cfg = run.cfg
+    parts = {arm: read_json(run.out / "metrics" / f"cindex_{arm}.json") for arm in cfg.eval.arms}
+    metrics, rows = {}, []
+    for arm, part in parts.items():
+        metrics[arm] = part["cindex"]
+        rows.append({"model": ARM_NAMES[arm], "c-index": fmt(part["cindex"]), "mean": part["cindex"]["mean"],
+                     "std": part["cindex"]["std"], "folds": part["n_folds"],
+                     "oracle on these folds": fmt(part["oracle"]) if "oracle" in part else "n/a"})
+    full = max(parts.values(), key=lambda p: p["n_folds"])
+    if "oracle" in full:
+        metrics["oracle"] = full["oracle"]
+        rows.append({"model": "Oracle (true log-hazard)", "c-index": fmt(full["oracle"]), "mean": full["oracle"]["mean"],
+                     "std": full["oracle"]["std"], "folds": full["n_folds"], "oracle on these folds": fmt(full["oracle"])})
+    if "mmp_ot" in parts and "mmp_trans" in parts:   # paired: MMP-Trans on the folds MMP-OT ran on
+        n_ot = parts["mmp_ot"]["n_folds"]
+        metrics["mmp_trans_on_ot_folds"] = summary(parts["mmp_trans"]["cindex"]["folds"][:n_ot])
+        metrics["ot_minus_trans"] = metrics["mmp_ot"]["mean"] - metrics["mmp_trans_on_ot_folds"]["mean"]
+    run.save_table(pd.DataFrame(rows), "cindex")
     return metrics
 
 
-def interpretability_figure(cohort, groups, example, pi, risk, rho, cfg):
+def interpretability_figure(time, event, groups, example, n_pathways, pi, risk, rho):
     import matplotlib.pyplot as plt
     from lifelines import KaplanMeierFitter
 
-    fig, axes = plt.subplots(1, 4, figsize=(20, 4.2))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
     ax = axes[0]
     for name, sel, color in (("low risk", ~groups["high"], "C0"), ("high risk", groups["high"], "C3")):
-        KaplanMeierFitter(label=f"{name} (n={sel.sum()})").fit(cohort.time[sel], cohort.event[sel]).plot_survival_function(
+        KaplanMeierFitter(label=f"{name} (n={sel.sum()})").fit(time[sel], event[sel]).plot_survival_function(
             ax=ax, color=color)
-    ax.set_title(f"MMP-Trans risk groups (out of fold), log-rank p = {groups['p_value']:.2g}")
+    ax.set_title(f"MMP-Trans risk groups (out of fold)\nlog-rank p = {groups['p_value']:.2g}")
     ax.set_xlabel("time")
-    n_p = len(cohort.pathways)
-    if "mmp_trans" in example:
-        attn = example["mmp_trans"][n_p:, :n_p]          # histology rows, pathway columns
+    if example:
+        attn = example["map"][n_pathways:, :n_pathways]          # histology rows, pathway columns
         im = axes[1].imshow(attn, aspect="auto", cmap="viridis")
         fig.colorbar(im, ax=axes[1])
-        axes[1].set_title(f"MMP-Trans prototype→pathway attention (patient {example['patient']})")
+        axes[1].set_title(f"Prototype → pathway attention (test patient {example['patient']})")
         axes[1].set_xlabel("pathway")
         axes[1].set_ylabel("prototype")
-    if "mmp_ot" in example:
-        im = axes[2].imshow(example["mmp_ot"], aspect="auto", cmap="magma")
-        fig.colorbar(im, ax=axes[2])
-        axes[2].set_title("MMP-OT transport plan (same patient)")
-        axes[2].set_xlabel("pathway")
-        axes[2].set_ylabel("prototype")
-    ax = axes[3]
+    ax = axes[2]
     top = int(np.nanargmax(np.abs(rho)))
     ax.scatter(pi[:, top], risk, s=6, alpha=0.6)
-    ax.set_xlabel(f"π of prototype {top} (|Spearman ρ| = {abs(rho[top]):.2f}, largest)")
-    ax.set_ylabel("predicted log-risk")
-    ax.set_title("Prototype proportion vs risk")
+    ax.set_xlabel(f"π of prototype {top} (largest |Spearman ρ| = {abs(rho[top]):.2f})")
+    ax.set_ylabel("predicted log-risk (MMP-Trans)")
+    ax.set_title("Prototype proportion vs predicted risk")
     fig.tight_layout()
     return fig
 
@@ -391,5 +403,29 @@ def breast_cancer_check(run) -> dict:
     return metrics
 
 
-EXPERIMENTS = {"cindex": cindex_table, "cost": cost_vs_patches, "compression": compression,
+EXPERIMENTS = {**{f"cindex_{arm}": cindex_arm(arm) for arm in ARM_NAMES}, "cindex": cindex_table, "cost": cost_vs_patches, "compression": compression,
                "loss_ablation": loss_ablation, "recovery": prototype_recovery, "breast_cancer": breast_cancer_check}
+
+
+# ----------------------------------------------------------------------------- notebook exploration
+def prototype_view(cohort, n_prototypes: int, tau: float, patient: int, *, eps: float = 0.1, n_fit: int = 40,
+                   per_bag: int = 100, seed: int = 0):
+    """Fit `n_prototypes` K-means prototypes on the first `n_fit` bags, run one PANTHER EM step on
+    one patient with `tau`, and plot its mixture weights π (summed per true morphology) against the
+    true proportions. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    protos = fit_prototypes(cohort.bags[:n_fit], n_prototypes, per_bag=per_bag, seed=seed, n_init=1)
+    pi, mu, var = gmm_aggregate(torch.from_numpy(cohort.bags[patient]), protos, tau=tau, eps=eps)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    axes[0].bar(range(n_prototypes), pi.numpy())
+    axes[0].set(xlabel="prototype c", ylabel="π_c", title=f"patient {patient}: {len(cohort.bags[patient])} patches")
+    if cohort.centres is not None:
+        est = recovered_proportions(pi.numpy()[None], protos, cohort.centres)[0]
+        k = np.arange(len(est))
+        axes[1].bar(k - 0.2, cohort.proportions[patient], width=0.4, label="true")
+        axes[1].bar(k + 0.2, est, width=0.4, label="π summed per morphology")
+        axes[1].set(xlabel="morphology k", title=f"τ = {tau:g}")
+        axes[1].legend()
+    fig.tight_layout()
+    return fig

@@ -24,29 +24,35 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-def snn_block(n_in: int, hidden: int, dropout: float) -> nn.Sequential:
-    """Linear → ELU → AlphaDropout, twice (the self-normalising network of each pathway)."""
-    net = nn.Sequential(nn.Linear(n_in, hidden), nn.ELU(), nn.AlphaDropout(dropout),
-                        nn.Linear(hidden, hidden), nn.ELU(), nn.AlphaDropout(dropout))
-    for layer in net:
-        if isinstance(layer, nn.Linear):   # SNN init: N(0, 1/fan_in), zero bias
-            nn.init.normal_(layer.weight, 0.0, 1.0 / math.sqrt(layer.in_features))
-            nn.init.zeros_(layer.bias)
-    return net
-
-
 class PathwayTokens(nn.Module):
-    """One SNN per pathway over that pathway's genes: [B, G] → [B, P, hidden]."""
+    """One SNN per pathway over that pathway's genes: [B, G] → [B, P, hidden].
+
+    The P networks run as one batched computation: each pathway's genes are gathered into a
+    zero-padded [B, P, n_max] block, so pathway c's first layer only sees its own n_c genes
+    (padded inputs are 0); the weights are initialised with each pathway's own fan-in.
+    """
 
     def __init__(self, pathways: list, hidden: int, dropout: float):
         super().__init__()
-        for i, genes in enumerate(pathways):
-            self.register_buffer(f"genes_{i}", torch.as_tensor(genes, dtype=torch.long), persistent=False)
+        sizes = [len(g) for g in pathways]
+        n_max, n_genes = max(sizes), max(int(max(g)) for g in pathways) + 1
+        index = torch.full((len(pathways), n_max), n_genes, dtype=torch.long)   # n_genes: the zero column
+        for c, genes in enumerate(pathways):
+            index[c, :len(genes)] = torch.as_tensor(genes, dtype=torch.long)
+        self.register_buffer("index", index, persistent=False)
+        self.register_buffer("valid", (index < n_genes).float(), persistent=False)
+        fan_in = torch.tensor(sizes, dtype=torch.float32)[:, None, None]
+        self.w1 = nn.Parameter(torch.randn(len(pathways), n_max, hidden) / fan_in.sqrt() * self.valid[..., None])
+        self.b1 = nn.Parameter(torch.zeros(len(pathways), hidden))
+        self.w2 = nn.Parameter(torch.randn(len(pathways), hidden, hidden) / math.sqrt(hidden))
+        self.b2 = nn.Parameter(torch.zeros(len(pathways), hidden))
+        self.drop = nn.AlphaDropout(dropout)
         self.n = len(pathways)
-        self.snns = nn.ModuleList(snn_block(len(g), hidden, dropout) for g in pathways)
 
     def forward(self, genes: torch.Tensor) -> torch.Tensor:
-        return torch.stack([snn(genes[:, getattr(self, f"genes_{i}")]) for i, snn in enumerate(self.snns)], 1)
+        padded = torch.cat([genes, torch.zeros_like(genes[:, :1])], dim=1)[:, self.index]   # [B, P, n_max]
+        h = self.drop(F.elu(torch.einsum("bpn,pnh->bph", padded, self.w1) + self.b1))
+        return self.drop(F.elu(torch.einsum("bph,phk->bpk", h, self.w2) + self.b2))
 
 
 class PerTokenFFN(nn.Module):
@@ -96,12 +102,12 @@ class MMP(nn.Module):
 
     def __init__(self, hist_dim: int, n_prototypes: int, pathways: list, *, dim: int, code_dim: int,
                  snn_dropout: float, dropout: float, n_out: int, fusion: str = "trans",
-                 double_softmax: bool = True, ot_reg: float = 0.1, ot_reg_m: float = 0.5,
+                 double_softmax: bool = True, value_residual: bool = False, ot_reg: float = 0.1, ot_reg_m: float = 0.5,
                  ot_iter: int = 1000, ot_stop: float = 1e-6):
         super().__init__()
         if fusion not in ("trans", "ot"):
             raise ValueError(f"fusion must be 'trans' or 'ot', got {fusion!r}")
-        self.fusion, self.double_softmax = fusion, double_softmax
+        self.fusion, self.double_softmax, self.value_residual = fusion, double_softmax, value_residual
         self.ot = dict(reg=ot_reg, reg_m=ot_reg_m, num_iter_max=ot_iter, stop_thr=ot_stop)
         self.n_p, self.n_h = len(pathways), n_prototypes
         self.pathway_tokens = PathwayTokens(pathways, dim, snn_dropout)
@@ -129,7 +135,7 @@ class MMP(nn.Module):
         cross = torch.softmax(s[:, p:, :p], dim=-1) if self.double_softmax else s[:, p:, :p]
         a_h = torch.softmax(torch.cat([cross, s[:, p:, p:]], dim=-1), dim=-1)
         attn = torch.cat([a_p, a_h], dim=1)
-        return attn, attn @ v
+        return attn, attn @ v + v if self.value_residual else attn @ v
 
     def transport(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """MMP-OT: plans [B, C, P], then self-attention within each group on the transported tokens."""
@@ -140,7 +146,8 @@ class MMP(nn.Module):
         out = []
         for group in (z_p, z_h):
             q, k, v = self.qkv(self.norm(group)).chunk(3, dim=-1)
-            out.append(torch.softmax(q @ k.transpose(1, 2) / math.sqrt(self.attn_dim), dim=-1) @ v)
+            h = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(self.attn_dim), dim=-1) @ v
+            out.append(h + v if self.value_residual else h)
         return plans, torch.cat(out, dim=1)
 
     def forward(self, batch, return_map: bool = False):

@@ -1,0 +1,83 @@
+# MMP (Song et al., ICML 2024): c-index per arm, then the table; cost vs N; compression;
+# loss ablation; prototype recovery; the breast-cancer real-data check.
+MMP = f"{RESULTS}/mmp"
+MMP_CFG = str(PAPERS_DIR / "mmp" / "config.yaml")
+MMP_ARMS = ["abmil", "pathway", "mmp_trans", "mmp_ot", "full_transformer"]
+MMP_EXPERIMENTS = [f"cindex_{a}" for a in MMP_ARMS] + ["cindex", "cost", "compression", "loss_ablation", "recovery", "breast_cancer"]
+PAPER_METRICS["mmp"] = [f"{MMP}/metrics/{e}.json" for e in MMP_EXPERIMENTS]
+MMP_ARM_METRICS = [f"{MMP}/metrics/cindex_{a}.json" for a in MMP_ARMS]
+PAPER_TARGETS.extend(prov(f"{MMP}/tables/cindex.md", f"{MMP}/figures/interpretability.png",
+                          f"{MMP}/figures/cost.png", f"{MMP}/tables/cost.md", f"{MMP}/tables/compression.md",
+                          f"{MMP}/tables/loss_ablation.md", f"{MMP}/figures/recovery.png",
+                          f"{MMP}/tables/recovery.md", f"{MMP}/tables/breast_cancer.md"))
+
+
+rule mmp_cindex_arm:
+    """One arm (ABMIL, pathway-only, MMP-OT, full-token Transformer) on the site-disjoint folds."""
+    input: MMP_CFG
+    output:
+        prov(f"{MMP}/metrics/cindex_{{arm,abmil|pathway|mmp_ot|full_transformer}}.json")
+    threads: 1
+    shell: experiment_cmd("mmp", "cindex_{wildcards.arm}")
+
+
+rule mmp_interpretability_figure:
+    """MMP-Trans on the folds, with its KM risk groups, attention map and pi-vs-risk figure."""
+    input: MMP_CFG
+    output:
+        prov(f"{MMP}/metrics/cindex_mmp_trans.json", f"{MMP}/figures/interpretability.png",
+             f"{MMP}/figures/interpretability.pdf"),
+    threads: 1
+    shell: experiment_cmd("mmp", "cindex_mmp_trans")
+
+
+rule mmp_cindex_table:
+    input: MMP_CFG, MMP_ARM_METRICS
+    output:
+        prov(f"{MMP}/metrics/cindex.json", f"{MMP}/tables/cindex.csv", f"{MMP}/tables/cindex.md")
+    threads: 1
+    shell: experiment_cmd("mmp", "cindex")
+
+
+rule mmp_cost_figure:
+    input: MMP_CFG
+    output:
+        prov(f"{MMP}/metrics/cost.json", f"{MMP}/figures/cost.png", f"{MMP}/figures/cost.pdf",
+                 f"{MMP}/tables/cost.csv", f"{MMP}/tables/cost.md")
+    threads: 1
+    shell: experiment_cmd("mmp", "cost")
+
+
+rule mmp_compression_table:
+    input: MMP_CFG
+    output:
+        prov(f"{MMP}/metrics/compression.json", f"{MMP}/tables/compression.csv", f"{MMP}/tables/compression.md")
+    threads: 1
+    shell: experiment_cmd("mmp", "compression")
+
+
+rule mmp_loss_ablation_table:
+    input: MMP_CFG
+    output:
+        prov(f"{MMP}/metrics/loss_ablation.json", f"{MMP}/tables/loss_ablation.csv",
+                 f"{MMP}/tables/loss_ablation.md")
+    threads: 1
+    shell: experiment_cmd("mmp", "loss_ablation")
+
+
+rule mmp_recovery_figure:
+    input: MMP_CFG
+    output:
+        prov(f"{MMP}/metrics/recovery.json", f"{MMP}/figures/recovery.png", f"{MMP}/figures/recovery.pdf",
+                 f"{MMP}/tables/recovery.csv", f"{MMP}/tables/recovery.md")
+    threads: 1
+    shell: experiment_cmd("mmp", "recovery")
+
+
+rule mmp_breast_cancer_table:
+    input: MMP_CFG
+    output:
+        prov(f"{MMP}/metrics/breast_cancer.json", f"{MMP}/tables/breast_cancer.csv",
+                 f"{MMP}/tables/breast_cancer.md")
+    threads: 1
+    shell: experiment_cmd("mmp", "breast_cancer")
