@@ -1,0 +1,59 @@
+# FreeBind: three seed jobs (spaces + bonds), then the tables and figures read their metrics.
+FB = f"{RESULTS}/freebind"
+FB_SEEDS = [f"{FB}/metrics/bonds_s{i}.json" for i in range(3)]
+FB_EXPERIMENTS = ["bonds_s0", "bonds_s1", "bonds_s2", "main_table", "lambda_tradeoff", "fragile", "cost"]
+PAPER_METRICS["freebind"] = [f"{FB}/metrics/{e}.json" for e in FB_EXPERIMENTS]
+PAPER_TARGETS.extend(prov(
+    f"{FB}/tables/main_table.md", f"{FB}/tables/main_table_gaps.md", f"{FB}/figures/lambda_tradeoff.png",
+    f"{FB}/tables/lambda_t_sweep.md", f"{FB}/tables/lambda_a_sweep.md", f"{FB}/figures/fragile_claim.png",
+    f"{FB}/tables/fragile_claim.md", f"{FB}/tables/cost.md"))
+
+# three explicit rules (a rule inside a loop would see the loop variable's last value in `shell:`)
+rule freebind_bonds_seed0:
+    input: "papers/freebind/config.yaml"
+    output: prov(f"{FB}/metrics/bonds_s0.json")
+    threads: 1
+    shell: experiment_cmd("freebind", "bonds_s0")
+
+rule freebind_bonds_seed1:
+    input: "papers/freebind/config.yaml"
+    output: prov(f"{FB}/metrics/bonds_s1.json")
+    threads: 1
+    shell: experiment_cmd("freebind", "bonds_s1")
+
+rule freebind_bonds_seed2:
+    input: "papers/freebind/config.yaml"
+    output: prov(f"{FB}/metrics/bonds_s2.json")
+    threads: 1
+    shell: experiment_cmd("freebind", "bonds_s2")
+
+rule freebind_main_table:
+    input: "papers/freebind/config.yaml", FB_SEEDS
+    output:
+        prov(f"{FB}/metrics/main_table.json", f"{FB}/tables/main_table.csv", f"{FB}/tables/main_table.md",
+             f"{FB}/tables/main_table_gaps.csv", f"{FB}/tables/main_table_gaps.md"),
+    threads: 1
+    shell: experiment_cmd("freebind", "main_table")
+
+rule freebind_lambda_figure:
+    input: "papers/freebind/config.yaml", FB_SEEDS
+    output:
+        prov(f"{FB}/metrics/lambda_tradeoff.json", f"{FB}/figures/lambda_tradeoff.png",
+             f"{FB}/figures/lambda_tradeoff.pdf", f"{FB}/tables/lambda_t_sweep.csv",
+             f"{FB}/tables/lambda_t_sweep.md", f"{FB}/tables/lambda_a_sweep.csv", f"{FB}/tables/lambda_a_sweep.md"),
+    threads: 1
+    shell: experiment_cmd("freebind", "lambda_tradeoff")
+
+rule freebind_fragile_figure:
+    input: "papers/freebind/config.yaml"
+    output:
+        prov(f"{FB}/metrics/fragile.json", f"{FB}/figures/fragile_claim.png", f"{FB}/figures/fragile_claim.pdf",
+             f"{FB}/tables/fragile_claim.csv", f"{FB}/tables/fragile_claim.md"),
+    threads: 1
+    shell: experiment_cmd("freebind", "fragile")
+
+rule freebind_cost_table:
+    input: "papers/freebind/config.yaml", FB_SEEDS
+    output: prov(f"{FB}/metrics/cost.json", f"{FB}/tables/cost.csv", f"{FB}/tables/cost.md")
+    threads: 1
+    shell: experiment_cmd("freebind", "cost")

@@ -1,0 +1,166 @@
+"""Small frozen encoders that play the paper's embedding spaces at the tiny/smoke profiles.
+
+- U ("ImageBind"): image and text encoders trained CLIP-style on image-text pairs; then an audio
+  encoder trained against the **frozen** image encoder on audio-image pairs, a fraction of them
+  mismatched. Audio never sees text.
+- Audio-text experts ("CLAP_g", "CLAP_m"): audio and text encoders trained on clean pairs (the
+  second with a skewed class prior).
+- Image-text expert ("InternVL-C"): image and text encoders trained on more pairs, wider.
+
+Each stage is one Lightning fit (shared.training), symmetric InfoNCE with a learnable temperature.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from shared.training import EpochSeededSampler, fit, make_trainer
+
+from .world import VOCAB, World, skewed_prior
+
+
+def info_nce(a: torch.Tensor, b: torch.Tensor, tau: float | torch.Tensor) -> torch.Tensor:
+    """Symmetric InfoNCE with in-batch negatives; a, b: (B, d) L2-normalised, row i ↔ row i."""
+    logits = a @ b.t() / tau
+    target = torch.arange(len(a), device=a.device)
+    return 0.5 * (F.cross_entropy(logits, target) + F.cross_entropy(logits.t(), target))
+
+
+class MLPEncoder(nn.Module):
+    def __init__(self, d_in: int, width: int, d_out: int):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(d_in, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
+                                 nn.Linear(width, d_out))
+
+    def forward(self, x):
+        return F.normalize(self.net(x), dim=-1)
+
+
+class TextEncoder(nn.Module):
+    def __init__(self, width: int, d_out: int):
+        super().__init__()
+        self.emb = nn.EmbeddingBag(VOCAB, width, mode="mean", padding_idx=0)
+        self.net = nn.Sequential(nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, d_out))
+
+    def forward(self, tokens):
+        return F.normalize(self.net(self.emb(tokens)), dim=-1)
+
+
+def make_encoder(modality: str, width: int, d_out: int) -> nn.Module:
+    if modality == "text":
+        return TextEncoder(width, d_out)
+    return MLPEncoder({"image": 192, "audio": 384}[modality], width, d_out)
+
+
+class PairModule(L.LightningModule):
+    """Contrastive training of `enc_a` (and `enc_b` unless frozen) on paired batches."""
+
+    def __init__(self, enc_a: nn.Module, enc_b: nn.Module, lr: float, freeze_b: bool = False):
+        super().__init__()
+        self.enc_a, self.enc_b, self.lr, self.freeze_b = enc_a, enc_b, lr, freeze_b
+        self.log_scale = nn.Parameter(torch.tensor(np.log(1 / 0.07), dtype=torch.float32))
+        if freeze_b:
+            self.enc_b.requires_grad_(False)
+
+    def training_step(self, batch, _):
+        xa, xb = batch
+        za = self.enc_a(xa)
+        if self.freeze_b:
+            self.enc_b.eval()
+            with torch.no_grad():
+                zb = self.enc_b(xb)
+        else:
+            zb = self.enc_b(xb)
+        loss = info_nce(za, zb, 1.0 / self.log_scale.clamp(max=np.log(100)).exp())
+        self.log("loss", loss)
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.Adam([p for p in self.parameters() if p.requires_grad], lr=self.lr)
+
+
+def train_pair(enc_a, enc_b, xa, xb, *, out_dir: Path, seed: int, epochs: int, batch: int, lr: float,
+               freeze_b: bool = False) -> None:
+    module = PairModule(enc_a, enc_b, lr, freeze_b)
+    loader = DataLoader(TensorDataset(xa, xb), batch_size=batch, sampler=EpochSeededSampler(len(xa), seed),
+                        drop_last=True)
+    trainer = make_trainer(out_dir, seed=seed, max_epochs=epochs, progress=False)
+    fit(trainer, module, loader)
+    enc_a.eval()
+    enc_b.eval()
+
+
+class Space:
+    """A frozen embedding space: one encoder per modality it holds."""
+
+    def __init__(self, name: str, encoders: dict[str, nn.Module]):
+        self.name, self.encoders = name, encoders
+        for e in encoders.values():
+            e.eval().requires_grad_(False)
+
+    @property
+    def modalities(self):
+        return tuple(self.encoders)
+
+    @property
+    def dim(self) -> int:
+        enc = next(iter(self.encoders.values()))
+        return enc.net[-1].out_features
+
+    @torch.no_grad()
+    def embed(self, modality: str, x: torch.Tensor) -> torch.Tensor:
+        return self.encoders[modality](x)
+
+    def n_params(self) -> int:
+        return sum(p.numel() for e in self.encoders.values() for p in e.parameters())
+
+
+def _data(world: World, rng, n: int, mods: tuple[str, str], prior=None, mismatch: float = 0.0):
+    ev = world.sample_events(n, rng, prior)
+    xa = world.render(ev, mods[0], rng)
+    if mismatch > 0:  # a fraction of pairs whose second item comes from a different event
+        ev_b = world.sample_events(n, rng, prior)
+        bad = rng.random(n) < mismatch
+        for f in ("cls", "colour", "envelope", "intensity"):
+            getattr(ev, f)[bad] = getattr(ev_b, f)[bad]
+    xb = world.render(ev, mods[1], rng)
+    return xa, xb
+
+
+def build_spaces(world: World, cfg, seed: int, ckpt: Path, with_vt: bool = True,
+                 timing: dict | None = None) -> dict[str, Space]:
+    """Train U, the two audio-text experts and the image-text expert for one seed (wall times -> `timing`)."""
+    import time
+
+    timing = {} if timing is None else timing
+    t0 = time.perf_counter()
+    s = cfg.spaces
+    rng = np.random.default_rng(seed + 1000)
+    common = dict(batch=s.batch, lr=s.lr)
+    torch.manual_seed(seed)
+    u = {m: make_encoder(m, s.u_width, s.u_dim) for m in ("image", "text", "audio")}
+    xi, xt = _data(world, rng, s.u_pairs, ("image", "text"))
+    train_pair(u["image"], u["text"], xi, xt, out_dir=ckpt / "U_it", seed=seed, epochs=s.epochs, **common)
+    xa, xi = _data(world, rng, s.u_audio_pairs, ("audio", "image"), mismatch=s.u_audio_mismatch)
+    train_pair(u["audio"], u["image"], xa, xi, out_dir=ckpt / "U_ai", seed=seed, epochs=s.u_audio_epochs,
+               freeze_b=True, **common)
+    spaces = {"U": Space("U", u)}
+    timing["U_s"] = time.perf_counter() - t0
+    for name, prior in (("E1", None), ("E2", skewed_prior(s.e2_skew))):
+        enc = {m: make_encoder(m, s.at_width, s.at_dim) for m in ("audio", "text")}
+        xa, xt = _data(world, rng, s.at_pairs, ("audio", "text"), prior=prior)
+        train_pair(enc["audio"], enc["text"], xa, xt, out_dir=ckpt / name, seed=seed, epochs=s.epochs, **common)
+        spaces[name] = Space(name, enc)
+    if not with_vt:
+        return spaces
+    enc = {m: make_encoder(m, s.vt_width, s.vt_dim) for m in ("image", "text")}
+    xi, xt = _data(world, rng, s.vt_pairs, ("image", "text"))
+    train_pair(enc["image"], enc["text"], xi, xt, out_dir=ckpt / "VT", seed=seed, epochs=s.epochs, **common)
+    spaces["VT"] = Space("VT", enc)
+    return spaces
