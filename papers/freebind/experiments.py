@@ -17,7 +17,6 @@ import pandas as pd
 from shared.io import read_json
 
 from .evaluation import COLUMNS, summarise
-from .pipeline import run_fragile, run_seed
 
 N_SEED_JOBS = 3
 ROW_LABELS = {
@@ -46,6 +45,8 @@ def bonds_seed(index: int, run) -> dict:
         from .full import evaluate_full
 
         return {"seed": run.seed, **evaluate_full(run.cfg)}
+    from .pipeline import run_seed
+
     seed = int(seeds[index])
     cfg = run.cfg
     if index != 0:
@@ -149,6 +150,8 @@ def lambda_tradeoff(run) -> dict:
 
 def fragile(run) -> dict:
     import matplotlib.pyplot as plt
+
+    from .pipeline import run_fragile
 
     f = run.cfg.fragile
     res = []
