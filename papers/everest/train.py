@@ -81,10 +81,19 @@ def _set_lr(opt, lr: float) -> None:
         g["lr"] = lr * g["lr_scale"]
 
 
-def _resume(path: Path, model, opt, gens: dict) -> int:
+def _config_key(cfg) -> str:
+    """A checkpoint is resumed only by a run of the same config (a changed config starts afresh)."""
+    from shared.config import config_hash
+
+    return config_hash(cfg)
+
+
+def _resume(path: Path, model, opt, gens: dict, key: str) -> int:
     if not path.exists():
         return 0
     state = torch.load(path, map_location="cpu", weights_only=True)
+    if state.get("config") != key:
+        return 0
     model.load_state_dict(state["model"])
     opt.load_state_dict(state["opt"])
     for k, g in gens.items():
@@ -92,9 +101,9 @@ def _resume(path: Path, model, opt, gens: dict) -> int:
     return int(state["step"])
 
 
-def _save(path: Path, model, opt, gens: dict, step: int) -> None:
+def _save(path: Path, model, opt, gens: dict, step: int, key: str) -> None:
     tmp = path.with_suffix(".tmp")
-    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "config": key,
                 "rng": {k: g.get_state() for k, g in gens.items()}}, tmp)
     tmp.replace(path)
 
@@ -113,7 +122,7 @@ def pretrain(model: MaskedVideoAutoencoder, data, method: str, cfg, seed: int,
     gens = {"batches": torch.Generator().manual_seed(derive_seed(seed, "batches")),
             "masks": torch.Generator().manual_seed(derive_seed(seed, "masks"))}
     last = ckpt_dir / "last.pt"
-    start = _resume(last, model, opt, gens)
+    start = _resume(last, model, opt, gens, _config_key(cfg))
     losses = [float(x) for x in (torch.load(ckpt_dir / "losses.pt", weights_only=True).tolist() if start else [])]
     snapshots = snapshots or {}
     warmup = int(p.warmup_frac * p.steps)
@@ -136,7 +145,7 @@ def pretrain(model: MaskedVideoAutoencoder, data, method: str, cfg, seed: int,
             torch.save(model.state_dict(), ckpt_dir / f"{snapshots[done]}.pt")
         if done % p.ckpt_every == 0 or done == p.steps:
             torch.save(torch.tensor(losses), ckpt_dir / "losses.pt")
-            _save(last, model, opt, gens, done)
+            _save(last, model, opt, gens, done, _config_key(cfg))
     return losses
 
 
@@ -150,7 +159,7 @@ def finetune(model: VideoClassifier, data, cfg, seed: int,
     gens = {"batches": torch.Generator().manual_seed(derive_seed(seed, "ft-batches")),
             "prune": torch.Generator().manual_seed(derive_seed(seed, "ft-prune"))}
     last = ckpt_dir / "last.pt"
-    start = _resume(last, model, opt, gens)
+    start = _resume(last, model, opt, gens, _config_key(cfg))
     losses = [float(x) for x in (torch.load(ckpt_dir / "losses.pt", weights_only=True).tolist() if start else [])]
     crit = nn.CrossEntropyLoss(label_smoothing=f.label_smoothing)
     warmup = int(f.warmup_frac * f.steps)
@@ -166,7 +175,7 @@ def finetune(model: VideoClassifier, data, cfg, seed: int,
         done = step + 1
         if done % f.ckpt_every == 0 or done == f.steps:
             torch.save(torch.tensor(losses), ckpt_dir / "losses.pt")
-            _save(last, model, opt, gens, done)
+            _save(last, model, opt, gens, done, _config_key(cfg))
     return losses
 
 

@@ -158,3 +158,19 @@ def test_pretrain_with_frame_selection_runs(tmp_path):
     data = make_clips(4, 0, frames=24, speed=1.0)          # 2·α·τ = 24 candidate frames
     losses = pretrain(small_model(), data, "everest", cfg, 0, tmp_path)
     assert len(losses) == 2 and all(l > 0 for l in losses)
+
+
+def test_checkpoint_of_another_config_is_not_resumed(tmp_path):
+    from papers.everest.data import make_clips
+
+    data = make_clips(8, 0)
+    cfg = load_config(CONFIG, "smoke", ["pretrain.steps=2", "pretrain.batch=2"])
+    pretrain(small_model(), data, "everest", cfg, 0, tmp_path)
+    other = load_config(CONFIG, "smoke", ["pretrain.steps=2", "pretrain.batch=2", "pretrain.lr=0.01"])
+    model = small_model(seed=3)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    losses = pretrain(model, data, "everest", other, 0, tmp_path)
+    assert len(losses) == 2 and any(not torch.equal(v, before[k]) for k, v in model.state_dict().items())
+    from shared.config import config_hash
+
+    assert torch.load(tmp_path / "last.pt", weights_only=True)["config"] == config_hash(other)
