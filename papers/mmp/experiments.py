@@ -17,7 +17,7 @@ from .panther import aggregate_bags, fit_prototypes, gmm_aggregate, tokens
 from .train import make_batch, predict_risk, train_survival
 
 ARM_NAMES = {"abmil": "ABMIL", "pathway": "Pathway-only", "mmp_trans": "MMP-Trans", "mmp_ot": "MMP-OT",
-             "full_transformer": "Full-token Transformer"}
+             "full_transformer": "Full-token Transformer", "prototype_cox": "Cox-PH on π only (diagnostic)"}
 
 
 # ----------------------------------------------------------------------------- shared pieces
@@ -85,6 +85,16 @@ def fit_predict(arm, cfg, cohort, fold_data, train_idx, test_idx, seed, fold, *,
     return model, predict_risk(model, data, test_idx, state)
 
 
+def fit_predict_prototype_cox(cfg, cohort, fold_data, train_idx, test_idx):
+    """Diagnostic: a penalised linear Cox-PH (lifelines) on the C mixture weights π alone."""
+    from lifelines import CoxPHFitter
+
+    pi = pd.DataFrame(fold_data["data"]["hist"][:, :, 0].numpy()).add_prefix("pi_")
+    train = pi.iloc[train_idx].assign(T=cohort.time[train_idx], E=cohort.event[train_idx].astype(int))
+    cph = CoxPHFitter(penalizer=cfg.eval.prototype_cox_penalizer).fit(train, duration_col="T", event_col="E")
+    return cph.predict_partial_hazard(pi.iloc[test_idx]).to_numpy()
+
+
 def fmt(s: dict) -> str:
     return f"{s['mean']:.3f} ± {s['std']:.3f}"
 
@@ -118,7 +128,10 @@ def cindex_arm(arm: str):
         example = {}
         for fold, (tr, te) in enumerate(folds[:n_run]):
             fd = prepare_fold(cohort, tr, cfg, seed, fold)
-            model, risk = fit_predict(arm, cfg, cohort, fd, tr, te, seed, fold)
+            if arm == "prototype_cox":
+                model, risk = None, fit_predict_prototype_cox(cfg, cohort, fd, tr, te)
+            else:
+                model, risk = fit_predict(arm, cfg, cohort, fd, tr, te, seed, fold)
             scores.append(cindex(cohort.time[te], cohort.event[te], risk))
             if cohort.log_hazard is not None:
                 oracle.append(cindex(cohort.time[te], cohort.event[te], cohort.log_hazard[te]))

@@ -2,7 +2,7 @@
 # loss ablation; prototype recovery; the breast-cancer real-data check.
 MMP = f"{RESULTS}/mmp"
 MMP_CFG = str(PAPERS_DIR / "mmp" / "config.yaml")
-MMP_ARMS = ["abmil", "pathway", "mmp_trans", "mmp_ot", "full_transformer"]
+MMP_ARMS = ["abmil", "pathway", "mmp_trans", "mmp_ot", "full_transformer", "prototype_cox"]
 MMP_EXPERIMENTS = [f"cindex_{a}" for a in MMP_ARMS] + ["cindex", "cost", "compression", "loss_ablation", "recovery", "breast_cancer"]
 PAPER_METRICS["mmp"] = [f"{MMP}/metrics/{e}.json" for e in MMP_EXPERIMENTS]
 MMP_ARM_METRICS = [f"{MMP}/metrics/cindex_{a}.json" for a in MMP_ARMS]
@@ -13,10 +13,10 @@ PAPER_TARGETS.extend(prov(f"{MMP}/tables/cindex.md", f"{MMP}/figures/interpretab
 
 
 rule mmp_cindex_arm:
-    """One arm (ABMIL, pathway-only, MMP-OT, full-token Transformer) on the site-disjoint folds."""
+    """One arm (ABMIL, pathway-only, MMP-OT, full-token Transformer, π-only Cox) on the site-disjoint folds."""
     input: MMP_CFG
     output:
-        prov(f"{MMP}/metrics/cindex_{{arm,abmil|pathway|mmp_ot|full_transformer}}.json")
+        prov(f"{MMP}/metrics/cindex_{{arm,abmil|pathway|mmp_ot|full_transformer|prototype_cox}}.json")
     threads: 1
     shell: experiment_cmd("mmp", "cindex_{wildcards.arm}")
 
