@@ -1,12 +1,9 @@
 """Figures: selected tokens overlaid on clips, accuracy against pre-training budget, a reconstruction."""
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
 
 
 def token_grid(mask: torch.Tensor, slices: int, side: int) -> np.ndarray:
