@@ -90,7 +90,9 @@ def run_seed(cfg, seed: int, ckpt: Path) -> dict:
     lam_v, lam_tv = inf.displacement.lam_v, inf.displacement.lam_t
     c1 = r.bank("c_E1", r.pools, "U", "E1", "U", dense=True)
     c2 = r.bank("c_E2", r.pools, "U", "E2", "U", dense=True)
-    d_dense = r.bank("d_VT_dense", r.pools, "U", "U", "VT", dense=True)
+    # the main displacement bond (also the hub of the sequential bond); `bonds.dense` is the [recon] switch
+    d_dense = r.bank("d_VT_dense" if cfg.bonds.dense else "d_VT_main_nodense", r.pools, "U", "U", "VT",
+                     dense=cfg.bonds.dense)
     d_plain = r.bank("d_VT_nodense", r.pools, "U", "U", "VT", dense=False)
     mop1, mop2, single1 = mop_from_bank(c1), mop_from_bank(c2), mop_from_bank(c1, [0])
     P_d, P_d0 = mop_from_bank(d_dense), mop_from_bank(d_plain)
