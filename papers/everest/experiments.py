@@ -22,8 +22,8 @@ from shared.seeding import derive_seed
 from .data import make_clips, num_classes, token_cover
 from .efficiency import (VitDims, counted_flops, finetune_macs, interleaved_median_times, pretrain_macs,
                          saved_activation_bytes, vit_b_table)
-from .model import VideoClassifier, build_autoencoder, build_encoder, num_params
-from .selection import count, keep_top_mask, motion_scores, select_tokens
+from .model import VideoClassifier, build_autoencoder, num_params
+from .selection import count, motion_scores, select_tokens
 from .train import evaluate, finetune, make_masks, pretrain, tube_visible
 
 # arm -> (selection method, camera-pan data)
