@@ -14,10 +14,10 @@ The defaults are those the official code actually runs: 1 EM step, τ = 1e-3, ε
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
+
+from kernels.gmm_estep import gmm_estep
 
 
 def gmm_aggregate(features, prototypes, *, tau: float = 1e-3, eps: float = 0.1, n_iter: int = 1, mask=None):
@@ -43,19 +43,9 @@ def gmm_aggregate(features, prototypes, *, tau: float = 1e-3, eps: float = 0.1, 
     pi = torch.full((b, c), 1.0 / c, dtype=x.dtype, device=x.device)
     mu = m.expand(b, c, d).clone()
     var = torch.full((b, c, d), eps, dtype=x.dtype, device=x.device)
-    x2 = x * x
     for _ in range(n_iter):
-        # E-step: log N(x_n | μ_c, Σ_c) + log π_c, expanded so that no [B, N, C, d] tensor is built
-        inv = 1.0 / var                                                    # [B, C, d]
-        quad = (x2 @ inv.transpose(1, 2) - 2 * x @ (mu * inv).transpose(1, 2)
-                + (mu * mu * inv).sum(-1)[:, None, :])                    # [B, N, C]
-        log_p = -0.5 * (d * math.log(2 * math.pi) + torch.log(var).sum(-1)[:, None, :] + quad)
-        q = torch.softmax(log_p + torch.log(pi)[:, None, :], dim=-1) * valid[..., None]
-        # MAP M-step with the prior at the prototypes (weight τ)
-        w = q.sum(1) + tau                                                 # [B, C]
-        pi = w / w.sum(-1, keepdim=True)
-        mu = (q.transpose(1, 2) @ x + tau * m) / w[..., None]
-        var = (q.transpose(1, 2) @ x2 + tau * (eps + m * m)) / w[..., None] - mu * mu
+        # E-step + MAP M-step: the fused kernel on CUDA, its torch reference elsewhere (kernels/gmm_estep)
+        pi, mu, var = gmm_estep(x, valid > 0, pi, mu, var, m, tau=tau, eps=eps)
     if squeeze:
         return pi[0], mu[0], var[0]
     return pi, mu, var
