@@ -55,3 +55,15 @@ def test_notebooks_committed_stripped_with_metadata():
         assert any("parameters" in c.metadata.get("tags", []) for c in nb.cells), f"{nb_path}: no parameters cell"
         assert any("NBVAL_CHECK_OUTPUT" in c.source for c in nb.cells), f"{nb_path}: no checked claims cell"
         assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"), f"{nb_path} has outputs"
+
+
+def test_slurm_profile_names_existing_rules():
+    import re
+
+    rules = set()
+    for f in [REPO / "Snakefile", REPO / "kernels/rules.smk", *REPO.glob("papers/*/rules.smk")]:
+        rules |= set(re.findall(r"^rule (\w+)", f.read_text(), re.M))
+    profile = yaml.safe_load((REPO / "profiles/slurm/config.v8+.yaml").read_text())
+    assert profile["executor"] == "slurm"
+    unknown = set(profile["set-resources"]) - rules
+    assert not unknown, f"slurm profile names rules that do not exist: {unknown}"
