@@ -23,6 +23,8 @@ import math
 
 import torch
 
+from kernels.motion_select import motion_scores as kernel_motion_scores
+
 EPS = 1e-9
 
 
@@ -35,9 +37,9 @@ def motion_scores(embeddings: torch.Tensor) -> torch.Tensor:
     """[B, T, L, D] patch embeddings -> [B, T, L] fp32 scores; slice 0 copies slice 1 (T ≥ 2)."""
     if embeddings.dim() != 4 or embeddings.shape[1] < 2:
         raise ValueError(f"expected embeddings [B, T>=2, L, D], got {tuple(embeddings.shape)}")
-    e = embeddings.detach().float()
-    s = (e[:, 1:] - e[:, :-1]).norm(dim=-1)
-    return torch.cat([s[:, :1], s], dim=1)
+    b, t, l, _ = embeddings.shape
+    # fp32 ‖e_t - e_{t-1}‖₂ with slice 0 copying slice 1: Triton on CUDA, the torch reference elsewhere
+    return kernel_motion_scores(embeddings).view(b, t, l)
 
 
 def _flat(scores: torch.Tensor) -> torch.Tensor:
