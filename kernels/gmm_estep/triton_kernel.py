@@ -18,6 +18,18 @@ from ..dispatch import next_pow2
 
 
 @triton.jit
+def _tile(x_ptr, b, rows, row_ok, comps, comp_ok, d0, D, stride_xb, stride_xn, stride_pb, stride_pc,
+          BLOCK_D: tl.constexpr):
+    """One d-tile: the fp32 X block of these rows, and the offsets/mask of the matching [C, d] block."""
+    cols = d0 + tl.arange(0, BLOCK_D)
+    col_ok = cols < D
+    x = tl.load(x_ptr + b * stride_xb + rows[:, None] * stride_xn + cols[None, :],
+                mask=row_ok[:, None] & col_ok[None, :], other=0.0).to(tl.float32)
+    pidx = b * stride_pb + comps[:, None] * stride_pc + cols[None, :]
+    return x, pidx, comp_ok[:, None] & col_ok[None, :]
+
+
+@triton.jit
 def _estep_stats_kernel(
     x_ptr, mask_ptr, inv_ptr, muinv_ptr, const_ptr, s0_ptr, s1_ptr, s2_ptr,
     N, C, D,
@@ -32,12 +44,8 @@ def _estep_stats_kernel(
     valid = tl.load(mask_ptr + b * N + rows, mask=row_ok, other=0) != 0
     quad = tl.zeros((BLOCK_N, BLOCK_C), dtype=tl.float32)
     for d0 in range(0, D, BLOCK_D):
-        cols = d0 + tl.arange(0, BLOCK_D)
-        col_ok = cols < D
-        x = tl.load(x_ptr + b * stride_xb + rows[:, None] * stride_xn + cols[None, :],
-                    mask=row_ok[:, None] & col_ok[None, :], other=0.0).to(tl.float32)
-        pidx = b * stride_pb + comps[:, None] * stride_pc + cols[None, :]
-        pmask = comp_ok[:, None] & col_ok[None, :]
+        x, pidx, pmask = _tile(x_ptr, b, rows, row_ok, comps, comp_ok, d0, D, stride_xb, stride_xn, stride_pb,
+                               stride_pc, BLOCK_D)
         inv = tl.load(inv_ptr + pidx, mask=pmask, other=0.0)
         muinv = tl.load(muinv_ptr + pidx, mask=pmask, other=0.0)
         quad += tl.dot(x * x, tl.trans(inv), input_precision="ieee")
@@ -52,12 +60,8 @@ def _estep_stats_kernel(
     tl.atomic_add(s0_ptr + b * C + comps, tl.sum(q, axis=0), mask=comp_ok)
     qt = tl.trans(q)
     for d0 in range(0, D, BLOCK_D):
-        cols = d0 + tl.arange(0, BLOCK_D)
-        col_ok = cols < D
-        x = tl.load(x_ptr + b * stride_xb + rows[:, None] * stride_xn + cols[None, :],
-                    mask=row_ok[:, None] & col_ok[None, :], other=0.0).to(tl.float32)
-        pidx = b * stride_pb + comps[:, None] * stride_pc + cols[None, :]
-        pmask = comp_ok[:, None] & col_ok[None, :]
+        x, pidx, pmask = _tile(x_ptr, b, rows, row_ok, comps, comp_ok, d0, D, stride_xb, stride_xn, stride_pb,
+                               stride_pc, BLOCK_D)
         tl.atomic_add(s1_ptr + pidx, tl.dot(qt, x, input_precision="ieee"), mask=pmask)
         tl.atomic_add(s2_ptr + pidx, tl.dot(qt, x * x, input_precision="ieee"), mask=pmask)
 
