@@ -48,6 +48,7 @@ rule all:
         PAPER_TARGETS,
         expand(f"{RESULTS}/{{paper}}/{{paper}}.ipynb", paper=PAPERS),
         f"{RESULTS}/claims.md",
+        f"{RESULTS}/claims.png",
         f"{RESULTS}/overview.ipynb",
 
 
@@ -72,12 +73,13 @@ rule paper_notebook:
 
 
 rule claims_ledger:
-    """results/<profile>/claims.{json,md}: every paper's claims, PASS / FAIL / NOT RUN."""
+    """results/<profile>/claims.{json,md,png}: every claim decided by its interval (PASS / FAIL /
+    INCONCLUSIVE / NOT RUN), with the audit's findings, and the forest plot of all of them."""
     input:
         claims=CLAIM_FILES,
         metrics=expand(f"{RESULTS}/{{paper}}/metrics.json", paper=[*PAPERS, "kernels"]),
-    output: prov(f"{RESULTS}/claims.json", f"{RESULTS}/claims.md")
-    shell: "{PY} -m shared.claims --profile {PROFILE} --results {RESULTS} --rule {rule} {input.claims}"
+    output: prov(f"{RESULTS}/claims.json", f"{RESULTS}/claims.md", f"{RESULTS}/claims.png", f"{RESULTS}/claims.pdf")
+    shell: "{PY} -m shared.claims --profile {PROFILE} --results {RESULTS} --rule {rule} --plot {input.claims}"
 
 
 rule overview_notebook:

@@ -5,18 +5,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from .claims import evaluate_claim, load_claims
+from .claims import apply_floors, evaluate_claim, load_claims
 from .io import read_json
 
 
 def claims_table(claims_path: str | Path, results_dir: str | Path, profile: str) -> pd.DataFrame:
-    """One paper's claims evaluated live against `results_dir/metrics.json`."""
+    """One paper's claims evaluated live against `results_dir/metrics.json` (floors applied)."""
     metrics_path = Path(results_dir) / "metrics.json"
     metrics = read_json(metrics_path) if metrics_path.is_file() else None
     rows = [evaluate_claim(e, metrics, profile) for e in load_claims(claims_path)]
+    apply_floors(rows)
     return pd.DataFrame(
-        [{"id": r.id, "paper value": r.paper_value, "reproduced": r.reproduced, "test": r.test,
-          "status": r.status} for r in rows]
+        [{"id": r.id, "paper value": r.paper_value, "reproduced": r.reproduced, "lo": r.lo, "hi": r.hi,
+          "n": r.n, "test": r.test, "status": r.status, "note": r.note} for r in rows]
     )
 
 
@@ -31,7 +32,7 @@ def ledger_table(results_dir: str | Path) -> pd.DataFrame:
     df = pd.DataFrame(data["claims"])
     if df.empty:
         return pd.DataFrame(columns=["id", "paper", "paper_value", "reproduced", "status"])
-    return df[["id", "paper", "paper_value", "reproduced", "test", "status", "note"]]
+    return df[["id", "paper", "paper_value", "reproduced", "lo", "hi", "n", "unit", "test", "status", "note"]]
 
 
 def figure_links(results_dir: str | Path) -> str:

@@ -61,11 +61,11 @@ def test_fixture_paper_workflow(tmp_path):
     check_run(tmp_path, ["toy"])
     claims = json.loads((tmp_path / "smoke/claims.json").read_text())["claims"]
     statuses = [c["status"] for c in claims if c["paper"] == "toy"]
-    assert statuses == ["PASS", "FAIL", "NOT RUN", "NOT RUN"]
+    assert statuses == ["PASS", "FAIL", "INCONCLUSIVE", "NOT RUN", "NOT RUN"]
     # an nbval re-run that gives different numbers must fail: tamper with the metrics under the notebook
     metrics = tmp_path / "smoke/toy/metrics.json"
     data = json.loads(metrics.read_text())
-    data["fit"]["slope"] = 3.0
+    data["fit"]["slope"]["values"] = [3.0] * len(data["fit"]["slope"]["values"])
     metrics.write_text(json.dumps(data))
     assert nbval([tmp_path / "smoke/toy/toy.ipynb"]).returncode != 0
 

@@ -1,0 +1,66 @@
+"""The audit of claims that could not fail (`python -m shared.claims --audit`).
+
+It flags, for each claim against the metrics at hand:
+- a comparison (`ref:`, not `within`) whose verdict would not change if metric and ref were swapped:
+  "x >= r" that passes both ways only says x == r;
+- a metric (or ref) whose values are identical across all its units: no unit can disagree;
+- a claim whose metric and ref are the same key;
+- a mean written without its per-unit values, which no interval can be built from.
+The swap test is run on the data's raw interval whatever n is, so it works on one-seed smoke metrics.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from .claims import ClaimsError, decide, gather, load_claims, lookup, FAIL, PASS
+from .io import read_json
+from .samples import is_sample
+
+
+def _raw_verdict(metric_key: str, metric: Any, ref_key: str, ref: Any, test: Mapping) -> str | None:
+    try:
+        ev = gather(metric_key, metric, ref_key, ref, float(test.get("factor", 1.0)))
+    except (ClaimsError, TypeError):
+        return None
+    return None if ev is None else decide(ev.lo, ev.hi, test)
+
+
+def audit_claim(entry: Mapping, metrics: Mapping | None) -> list[str]:
+    """The reasons this claim could not fail on these metrics (empty when it is sound)."""
+    test, findings = entry["test"], []
+    ref_key = test.get("ref")
+    if ref_key is not None and ref_key == entry["metric"]:
+        findings.append("metric and ref are the same key")
+    if metrics is None:
+        return findings
+    found = {}
+    for key in [entry["metric"], *([ref_key] if ref_key else [])]:
+        try:
+            found[key] = lookup(metrics, key)
+        except KeyError:
+            continue
+        value = found[key]
+        if is_sample(value) and len(value["values"]) > 1 and len(set(value["values"])) == 1:
+            findings.append(f"{key} is identical across all {len(value['values'])} {value['unit']}s")
+        elif isinstance(value, Mapping) and "mean" in value and not is_sample(value):
+            findings.append(f"{key} is a mean without per-unit values")
+    if ref_key and test["op"] != "within" and ref_key != entry["metric"] and len(found) == 2:
+        forward = _raw_verdict(entry["metric"], found[entry["metric"]], ref_key, found[ref_key], test)
+        swapped = _raw_verdict(ref_key, found[ref_key], entry["metric"], found[entry["metric"]], test)
+        if forward is not None and forward == swapped and forward in (PASS, FAIL):
+            findings.append(f"verdict {forward} is unchanged when metric and ref are swapped")
+    return findings
+
+
+def audit_files(claim_files: list[Path], results_dir: Path) -> dict[str, list[str]]:
+    """{claim id: findings} over every claims file, against `results_dir/<paper>/metrics.json`."""
+    flagged = {}
+    for path in sorted(claim_files):
+        for entry in load_claims(path):
+            metrics_path = Path(results_dir) / entry["paper"] / "metrics.json"
+            metrics = read_json(metrics_path) if metrics_path.is_file() else None
+            findings = audit_claim(entry, metrics)
+            if findings:
+                flagged[entry["id"]] = findings
+    return flagged
