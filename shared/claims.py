@@ -244,8 +244,8 @@ def describe_evidence(ev: Evidence) -> str:
     name = "x" if ev.kind == "sample" else "Δ"
     if ev.kind == "exact":
         return f"exact: {ev.estimate:.4g}"
-    return (f"{name} = {_fmt(ev.estimate, signed=name == 'Δ')} [{_fmt(ev.lo)}, {_fmt(ev.hi)}], "
-            f"n={_units(ev.n, ev.unit)}")
+    interval = f" [{_fmt(ev.lo)}, {_fmt(ev.hi)}]" if ev.n > 1 else ""
+    return f"{name} = {_fmt(ev.estimate, signed=name == 'Δ')}{interval}, n={_units(ev.n, ev.unit)}"
 
 
 def evaluate_claim(entry: Mapping, metrics: Mapping | None, profile: str) -> ClaimResult:

@@ -10,6 +10,8 @@ import math
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from matplotlib.ticker import FuncFormatter, MaxNLocator
+
 from .plotting import plt, save_figure
 
 STATUS_COLORS = {"PASS": "#2ca02c", "FAIL": "#d62728", "INCONCLUSIVE": "#ff7f0e", "NOT RUN": "#7f7f7f"}
@@ -50,8 +52,11 @@ def forest_plot(rows: Sequence[Mapping], title: str = "") -> "plt.Figure":
         for side in ("left", "right", "top"):
             ax.spines[side].set_visible(False)
         ax.tick_params(axis="x", labelsize=6, length=2, pad=1)
+        ax.xaxis.set_major_locator(MaxNLocator(5))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))
         n_txt = "exact" if row.get("evidence") == "exact" else (f"n={row['n']}" if row.get("n") else "")
-        ax.text(-0.01, 0.5, row["id"], transform=ax.transAxes, ha="right", va="center", fontsize=7)
+        label = row["id"] + (" (Δ)" if row.get("evidence") == "paired" else "")
+        ax.text(-0.01, 0.5, label, transform=ax.transAxes, ha="right", va="center", fontsize=7)
         ax.text(1.01, 0.5, f"{row['status']} {n_txt}", transform=ax.transAxes, ha="left", va="center",
                 fontsize=7, color=color)
     if not rows:

@@ -39,6 +39,7 @@ def check_run(results: Path, papers: list[str]):
         assert nb.is_file(), f"missing executed notebook {nb}"
     ledger = json.loads((smoke / "claims.json").read_text())
     assert ledger["profile"] == "smoke"
+    assert (smoke / "claims.png").is_file() and (smoke / "claims.png.provenance.json").is_file()
     for paper in papers:
         artifacts = [smoke / paper / "metrics.json", *(smoke / paper).glob("figures/*.png"),
                      *(smoke / paper).glob("tables/*.md"), *(smoke / paper).glob("metrics/*.json")]
@@ -75,6 +76,12 @@ def test_smoke_workflow_every_paper(tmp_path):
     run = snakemake(tmp_path)
     assert run.returncode == 0, run.stderr[-5000:]
     check_run(tmp_path, papers)
+    # No shipped claim may be unfalsifiable on the smoke metrics (python -m shared.claims --audit).
+    claim_files = [str(p) for p in [*sorted((REPO / "papers").glob("*/claims.yaml")), REPO / "kernels/claims.yaml"]]
+    audit = subprocess.run([sys.executable, "-m", "shared.claims", "--audit", "--profile", "smoke",
+                            "--results", str(tmp_path / "smoke"), *claim_files],
+                           cwd=REPO, env=ENV, capture_output=True, text=True)
+    assert audit.returncode == 0, audit.stdout[-3000:] + audit.stderr[-2000:]
 
 
 def test_cli_refuses_bad_profile_and_key(tmp_path):
