@@ -8,10 +8,11 @@ import numpy as np
 import pandas as pd
 import torch
 
+from shared.samples import combine
 from shared.seeding import derive_seed
 
 from .data import breast_cancer, make_cohort, site_folds, stratified_folds
-from .metrics import cindex, risk_groups, summary
+from .metrics import cindex, fold_sample, risk_groups
 from .models import ABMIL, MMP, FullTokenTransformer, PathwayOnly
 from .panther import aggregate_bags, fit_prototypes, gmm_aggregate, tokens
 from .train import make_batch, predict_risk, train_survival
@@ -96,7 +97,13 @@ def fit_predict_prototype_cox(cfg, cohort, fold_data, train_idx, test_idx):
 
 
 def fmt(s: dict) -> str:
-    return f"{s['mean']:.3f} ± {s['std']:.3f}"
+    """A fold sample as `mean ± std` (std over folds, ddof 1; a single fold has none)."""
+    return f"{s['mean']:.3f} ± {s['std']:.3f}" if s["std"] is not None else f"{s['mean']:.3f} (one fold)"
+
+
+def paired_gap(a: dict, b: dict) -> dict:
+    """The fold-wise difference a_i − b_i of two samples on the same folds."""
+    return combine([a, b], lambda x, y: x - y)
 
 
 def prototype_to_cluster(prototypes: np.ndarray, centres: np.ndarray) -> np.ndarray:
@@ -122,7 +129,7 @@ def cindex_arm(arm: str):
         cohort = load_cohort(cfg, seed)
         folds = site_folds(cohort.site, cfg.eval.n_folds)
         n_run = {"mmp_ot": cfg.eval.ot_folds, "full_transformer": cfg.eval.transformer_folds}.get(arm, len(folds))
-        scores, oracle = [], []
+        scores, oracle, test_sites = [], [], []
         risk_oof = np.full(len(cohort), np.nan)
         pi_oof = np.full((len(cohort), cfg.prototypes.n), np.nan)
         example = {}
@@ -133,6 +140,7 @@ def cindex_arm(arm: str):
             else:
                 model, risk = fit_predict(arm, cfg, cohort, fd, tr, te, seed, fold)
             scores.append(cindex(cohort.time[te], cohort.event[te], risk))
+            test_sites.append(np.unique(cohort.site[te]).tolist())
             if cohort.log_hazard is not None:
                 oracle.append(cindex(cohort.time[te], cohort.event[te], cohort.log_hazard[te]))
             risk_oof[te] = risk
@@ -141,9 +149,11 @@ def cindex_arm(arm: str):
                 with torch.no_grad():
                     _, fmap = model(make_batch(fd["data"], te[:1]), return_map=True)
                 example = {"map": fmap[0].numpy(), "patient": int(te[0])}
-        metrics = {"cindex": summary(scores), "n_folds": len(scores)}
+        # one c-index per test fold, in fold order; test_sites lets the table check that fold i is
+        # the same fold for every arm, so the arms' samples pair by index
+        metrics = {"cindex": fold_sample(scores), "n_folds": len(scores), "test_sites": test_sites}
         if oracle:
-            metrics["oracle"] = summary(oracle)
+            metrics["oracle"] = fold_sample(oracle)
         if arm == "mmp_trans":
             done = ~np.isnan(risk_oof)
             groups = risk_groups(cohort.time[done], cohort.event[done], risk_oof[done])
@@ -163,13 +173,26 @@ def cindex_arm(arm: str):
     return experiment
 
 
+def check_same_folds(parts: dict) -> None:
+    """Every arm must have run the first n_folds of one fold order (same test sites), so that fold
+    i of one arm's sample pairs with fold i of another's."""
+    longest = max(parts.values(), key=lambda p: p["n_folds"])["test_sites"]
+    for arm, part in parts.items():
+        if part["test_sites"] != longest[:part["n_folds"]]:
+            raise ValueError(f"cindex_{arm}.json tested on sites {part['test_sites']}, not the first "
+                             f"{part['n_folds']} folds {longest[:part['n_folds']]} of the other arms: rerun "
+                             f"the mmp_cindex_* rules with one config and seed")
+
+
 def cindex_table(run) -> dict:
-    """The c-index table (mean ± std over folds) of every arm, with the oracle beside it; reads
-    the arms' metrics (metrics/cindex_<arm>.json, written by their own rules)."""
+    """The c-index table (mean ± std over folds, n folds) of every arm, with the oracle beside it;
+    reads the arms' metrics (metrics/cindex_<arm>.json, written by their own rules). Each arm's
+    c-index is a fold sample; all arms share the fold order, so samples pair fold by fold."""
     from shared.io import read_json
 
     cfg = run.cfg
     parts = {arm: read_json(run.out / "metrics" / f"cindex_{arm}.json") for arm in cfg.eval.arms}
+    check_same_folds(parts)
     metrics, rows = {}, []
     for arm, part in parts.items():
         metrics[arm] = part["cindex"]
@@ -183,8 +206,8 @@ def cindex_table(run) -> dict:
                      "std": full["oracle"]["std"], "folds": full["n_folds"], "oracle on these folds": fmt(full["oracle"])})
     if "mmp_ot" in parts and "mmp_trans" in parts:   # paired: MMP-Trans on the folds MMP-OT ran on
         n_ot = parts["mmp_ot"]["n_folds"]
-        metrics["mmp_trans_on_ot_folds"] = summary(parts["mmp_trans"]["cindex"]["folds"][:n_ot])
-        metrics["ot_minus_trans"] = metrics["mmp_ot"]["mean"] - metrics["mmp_trans_on_ot_folds"]["mean"]
+        metrics["mmp_trans_on_ot_folds"] = fold_sample(parts["mmp_trans"]["cindex"]["values"][:n_ot])
+        metrics["ot_minus_trans"] = paired_gap(metrics["mmp_ot"], metrics["mmp_trans_on_ot_folds"])
     run.save_table(pd.DataFrame(rows), "cindex")
     return metrics
 
@@ -346,12 +369,14 @@ def loss_ablation(run) -> dict:
         _, risk = fit_predict("mmp_trans", cfg, cohort, fd, tr, te, seed, fold, loss="nll",
                               batch_size=cfg.ablation.nll_batch_size)
         res["nll_batch1"].append(cindex(cohort.time[te], cohort.event[te], risk))
-    metrics = {k: summary(v) for k, v in res.items()}
-    metrics["cox_minus_nll"] = metrics["cox_batch"]["mean"] - metrics["nll_batch1"]["mean"]
+    metrics = {k: fold_sample(v) for k, v in res.items()}   # the same folds for both losses: paired
+    metrics["cox_minus_nll"] = paired_gap(metrics["cox_batch"], metrics["nll_batch1"])
     run.save_table(pd.DataFrame([
         {"loss": f"Cox, batch {cfg.train.batch_size}", "c-index": fmt(metrics["cox_batch"]), "folds": len(folds)},
         {"loss": f"NLL ({cfg.train.n_bins} bins, α={cfg.train.alpha}), batch {cfg.ablation.nll_batch_size}",
-         "c-index": fmt(metrics["nll_batch1"]), "folds": len(folds)}]), "loss_ablation")
+         "c-index": fmt(metrics["nll_batch1"]), "folds": len(folds)},
+        {"loss": "paired gap (Cox − NLL)", "c-index": fmt(metrics["cox_minus_nll"]), "folds": len(folds)}]),
+        "loss_ablation")
     return metrics
 
 
@@ -382,7 +407,9 @@ def prototype_recovery(run) -> dict:
            title=f"Prototype recovery, r = {np.mean(corr):.3f}")
     run.save_figure(fig, "recovery")
     run.save_table(pd.DataFrame({"fold": range(len(corr)), "pearson_r": corr}), "recovery")
-    return {"correlation": summary(corr)}
+    # one r per test fold (prototypes refitted on each training fold, r over that fold's held-out
+    # patients) of one synthetic cohort: the sample spans folds, not cohorts
+    return {"correlation": fold_sample(corr)}
 
 
 # ----------------------------------------------------------------------------- real data
@@ -409,10 +436,15 @@ def breast_cancer_check(run) -> dict:
         cph = CoxPHFitter(penalizer=bc.penalizer).fit(df, duration_col="T", event_col="E")
         risk = cph.predict_partial_hazard(pd.DataFrame(z[te], columns=names)).to_numpy()
         res["coxph"].append(cindex(time[te], event[te], risk))
-    metrics = {k: summary(v) for k, v in res.items()}
+    metrics = {k: fold_sample(v) for k, v in res.items()}   # both models on the same folds: paired
+    metrics["pathway_minus_coxph"] = paired_gap(metrics["pathway_tokens"], metrics["coxph"])
+    n = metrics["coxph"]["n"]
     run.save_table(pd.DataFrame([
-        {"model": f"Pathway tokens ({bc.n_groups} gene clusters, SNN per cluster)", "c-index": fmt(metrics["pathway_tokens"])},
-        {"model": f"Cox-PH, lifelines (penalizer {bc.penalizer})", "c-index": fmt(metrics["coxph"])}]), "breast_cancer")
+        {"model": f"Pathway tokens ({bc.n_groups} gene clusters, SNN per cluster)",
+         "c-index": fmt(metrics["pathway_tokens"]), "folds": n},
+        {"model": f"Cox-PH, lifelines (penalizer {bc.penalizer})", "c-index": fmt(metrics["coxph"]), "folds": n},
+        {"model": "paired gap (pathway tokens − Cox-PH)", "c-index": fmt(metrics["pathway_minus_coxph"]), "folds": n}]),
+        "breast_cancer")
     return metrics
 
 

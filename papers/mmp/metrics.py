@@ -1,7 +1,9 @@
-"""Evaluation: c-index (scikit-survival), fold summaries, Kaplan–Meier risk groups (lifelines)."""
+"""Evaluation: c-index (scikit-survival), per-fold samples, Kaplan–Meier risk groups (lifelines)."""
 from __future__ import annotations
 
 import numpy as np
+
+from shared.samples import sample
 
 
 def cindex(time, event, risk) -> float:
@@ -12,10 +14,10 @@ def cindex(time, event, risk) -> float:
                                             np.asarray(risk, dtype=float), tied_tol=1e-8)[0])
 
 
-def summary(values) -> dict:
-    """{"mean", "std", "folds"} over folds (population std, as numpy)."""
-    values = [float(v) for v in values]
-    return {"mean": float(np.mean(values)), "std": float(np.std(values)), "folds": values}
+def fold_sample(values) -> dict:
+    """One value per test fold, in fold order, as a `shared.samples` sample (unit "fold"): fold i of
+    one experiment pairs with fold i of another, since every experiment deals the same folds."""
+    return sample(values, "fold")
 
 
 def risk_groups(time, event, risk) -> dict:
