@@ -4,6 +4,11 @@ base-model ablation, the data-size curve, and latency.
 Dependencies (see rules.smk): base_* → rank_search → concept_table / base_ablation / data_size_curve;
 scratch_baselines → concept_table (its PSNR target and scratch rows). Trained weights go under
 `checkpoints/<experiment>/`, named by a hash of the config parts they depend on.
+
+Stochastic metrics are written as samples over training seeds (`shared.samples.sample`, unit "seed"):
+an arm's value for seed i is its mean over new concepts and test images, so two arms pair by seed. The
+fine-tuning arms vary with `concepts.seeds`; the bases are trained once, at the run's seed, so base-level
+metrics are one-seed samples. Parameter, byte and FLOP-per-step counts stay plain numbers.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import torch
 
 from shared.assets import require_path
 from shared.config import config_hash
+from shared.samples import combine, sample
 from shared.seeding import derive_seed
 
 from .data import load_image_folder, make_inputs, slug, split, teacher_pairs, to_images, to_tensor
@@ -31,6 +37,8 @@ from .train import Pairs, predict, to_target, train_gan
 BASE_KINDS = ("clustered", "random", "family", "single")
 FT_ARMS = ("full_ft", "lora_all", "lora_1x", "lora_4x", "lora_random", "lora_searched")
 SCRATCH_ARMS = ("pix2pix_scratch", "e2gan_scratch")
+SAMPLED = ("psnr", "ssim", "fd", "reached_to_target", "steps_to_target", "flops_to_target")  # vary with the seed
+COUNTED = ("trainable_params", "stored_bytes", "flops_per_step")  # counts: plain means over runs
 
 
 # ----------------------------------------------------------------------------- set-up
@@ -121,6 +129,23 @@ def evaluate(G, test: Pairs, fd_dims: int) -> dict:
     return quality(predict(G, test), to_images(test.y), fd_dims)
 
 
+def seed_samples(df: pd.DataFrame, by: str, seeds, columns) -> dict:
+    """{group: {column: sample over `seeds`}}: value i is seed i's mean over the group's rows (concepts)."""
+    per_seed = df.groupby([by, "seed"], sort=False)[list(columns)].mean()
+    return {group: {c: sample([per_seed.loc[(group, s), c] for s in seeds], "seed") for c in columns}
+            for group in df[by].unique()}
+
+
+def difference(a: dict, b: dict) -> dict:
+    """The seed-wise gap a − b of two paired samples."""
+    return combine([a, b], lambda x, y: x - y)
+
+
+def ratio(a: dict, b: dict) -> dict:
+    """The seed-wise ratio a / b of two paired samples."""
+    return combine([a, b], lambda x, y: x / y)
+
+
 def full_bytes(G) -> int:
     """Bytes of a full fp32 state_dict: what a full fine-tune (or a scratch model) stores per concept."""
     return sum(t.numel() * t.element_size() for t in G.state_dict().values())
@@ -197,8 +222,9 @@ def train_base(run, kind: str, setup: Setup | None = None) -> dict:
     seen = {c: evaluate(G, setup.pairs(c, "test"), cfg.fd_dims)["psnr"] for c in concepts}
     zero_shot = {c: evaluate(G, setup.pairs(c, "test"), cfg.fd_dims)["psnr"] for c in cfg.concepts.new}
     return {"kind": kind, "concepts": concepts, "n_pairs": len(train), "steps": steps, "flops_per_step": flops,
-            "train_flops": steps * flops, "psnr_seen": float(np.mean(list(seen.values()))),
-            "psnr_new_zero_shot": float(np.mean(list(zero_shot.values()))), "psnr_new_zero_shot_by_concept": zero_shot}
+            "train_flops": steps * flops, "psnr_seen": sample([np.mean(list(seen.values()))], "seed"),
+            "psnr_new_zero_shot": sample([np.mean(list(zero_shot.values()))], "seed"),
+            "psnr_new_zero_shot_by_concept": zero_shot}
 
 
 # ----------------------------------------------------------------------------- fine-tuning arms
@@ -349,21 +375,26 @@ def concept_table(run) -> dict:
                         save_file(adapter_state(G), str(adapters / f"{slug(concept)}.safetensors"))
     (adapters / "ranks.json").write_text(json.dumps(searched))
     df = pd.DataFrame(rows)
+    seeds = list(cfg.concepts.seeds)
     summary = df.drop(columns=["concept", "seed"]).groupby("arm", sort=False).mean(numeric_only=True).reset_index()
+    # wall time (seconds_to_target) stays in the tables, not in checked metrics
+    arms = seed_samples(df, "arm", seeds, SAMPLED)
+    for r in summary.to_dict("records"):
+        arms[r["arm"]].update({c: float(r[c]) for c in COUNTED})
+    summary["psnr_std_over_seeds"] = [np.nan if arms[a]["psnr"]["std"] is None else arms[a]["psnr"]["std"]
+                                      for a in summary["arm"]]
+    summary["n_seeds"] = len(seeds)
     run.save_table(df, "e2gan_concept_runs")
     run.save_table(summary, "e2gan_concept_table")
     image_grid(run, setup, grid_models)
 
-    arms = {r["arm"]: {k: float(v) for k, v in r.items() if k != "arm"} for r in summary.to_dict("records")}
-    for a in arms.values():
-        a.pop("seconds_to_target", None)  # wall time stays in the tables, not in checked metrics
     s, full = arms["lora_searched"], arms["full_ft"]
     return {
         "arms": arms,
         "searched_ranks": searched,
-        "full_minus_searched_psnr_db": full["psnr"] - s["psnr"],
-        "flops_ratio_scratch_to_searched": arms["e2gan_scratch"]["flops_to_target"] / s["flops_to_target"],
-        "flops_ratio_pix2pix_to_searched": arms["pix2pix_scratch"]["flops_to_target"] / s["flops_to_target"],
+        "full_minus_searched_psnr_db": difference(full["psnr"], s["psnr"]),
+        "flops_ratio_scratch_to_searched": ratio(arms["e2gan_scratch"]["flops_to_target"], s["flops_to_target"]),
+        "flops_ratio_pix2pix_to_searched": ratio(arms["pix2pix_scratch"]["flops_to_target"], s["flops_to_target"]),
         "bytes_ratio_full_to_searched": full["stored_bytes"] / s["stored_bytes"],
         "searched_reached_target": s["reached_to_target"],
         "e2gan_scratch_reached_target": arms["e2gan_scratch"]["reached_to_target"],
@@ -406,7 +437,10 @@ def image_grid(run, setup: Setup, models: dict) -> None:
 
 
 def base_ablation(run) -> dict:
-    """Which base to adapt from: clustered concepts vs random, one family, one concept (searched LoRA)."""
+    """Which base to adapt from: clustered concepts vs random, one family, one concept (searched LoRA).
+
+    Each kind has one base, trained at the run's seed, and is fine-tuned at the first seed: the samples
+    have one seed (fine-tuning at more seeds would not vary the bases, the main source of randomness)."""
     setup, cfg = Setup(run), run.cfg
     searched = _read_metrics(run, "rank_search")["ranks"]
     seed = cfg.concepts.seeds[0]
@@ -416,18 +450,18 @@ def base_ablation(run) -> dict:
         for concept in cfg.concepts.new:
             train, test = setup.pairs(concept, "train"), setup.pairs(concept, "test")
             G, _ = finetune(setup, base, "lora_searched", searched, train, test, cfg.finetune.steps, seed)
-            rows.append({"concept": concept, "base": kind, **evaluate(G, test, cfg.fd_dims)})
+            rows.append({"concept": concept, "seed": seed, "base": kind, **evaluate(G, test, cfg.fd_dims)})
     df = pd.DataFrame(rows)
     wide = df.pivot(index="concept", columns="base", values="psnr")[list(BASE_KINDS)].reset_index()
-    means = df.groupby("base").mean(numeric_only=True)
-    wide.loc[len(wide)] = ["mean", *[means.loc[k, "psnr"] for k in BASE_KINDS]]
+    per = seed_samples(df, "base", [seed], ("psnr", "ssim", "fd"))
+    wide.loc[len(wide)] = ["mean", *[per[k]["psnr"]["mean"] for k in BASE_KINDS]]
     run.save_table(wide, "e2gan_base_ablation")
     run.save_table(df, "e2gan_base_ablation_runs")
-    per = {k: {m: float(means.loc[k, m]) for m in ("psnr", "ssim", "fd")} for k in BASE_KINDS}
     clustered_wins = int(sum(wide.iloc[i]["clustered"] >= wide.iloc[i][list(BASE_KINDS[1:])].max()
                              for i in range(len(wide) - 1)))
-    return {"bases": per, "clustered_minus_random_psnr_db": per["clustered"]["psnr"] - per["random"]["psnr"],
-            "concepts_where_clustered_best": clustered_wins, "n_concepts": len(cfg.concepts.new)}
+    return {"bases": {k: per[k] for k in BASE_KINDS},
+            "clustered_minus_random_psnr_db": difference(per["clustered"]["psnr"], per["random"]["psnr"]),
+            "concepts_where_clustered_best": sample([clustered_wins], "seed"), "n_concepts": len(cfg.concepts.new)}
 
 
 def data_size_curve(run) -> dict:
@@ -466,10 +500,12 @@ def data_size_curve(run) -> dict:
     ax.set_ylabel("PSNR vs teacher (dB)")
     ax.legend()
     run.save_figure(fig, "e2gan_data_size")
-    curve = {method: {str(int(r.m)): float(r.psnr) for r in g.itertuples()} for method, g in mean.groupby("method")}
+    # one fine-tune per (concept, m, method) at the first seed: one-seed samples
+    curve = {method: {str(int(r.m)): sample([r.psnr], "seed") for r in g.itertuples()}
+             for method, g in mean.groupby("method")}
     small = str(sizes[0])
     return {"psnr": curve, "sizes": sizes, "kmeans_minus_random_smallest_m_db":
-            curve["kmeans"][small] - curve["random"][small]}
+            difference(curve["kmeans"][small], curve["random"][small])}
 
 
 def latency_table(run) -> dict:
