@@ -2,9 +2,14 @@
 
 train_prior   VAE → latents → text encoder + UNet, and the attribute classifier (tiny profile)
 main_<task>   per task: equal-budget tuning of ρ on the validation split, then every method on
-              the held-out split (PSNR, SSIM, FD proxy with paired bootstrap CIs, trajectories)
-main_table    the task × method table, the grid and trajectory figures, runtime/NFE, the claims
+              the held-out split (PSNR, SSIM, off-range, prompt cosine per image; FD proxy; trajectories)
+main_table    the task × method table, the grid and trajectory figures, runtime/NFE, the prompt's cosine
 ablation      prompt tuning / projection on and off, proximal vs gluing, K and τ
+
+Per-image metrics are written as `shared.samples.sample(values, "image")`: every method sees the same
+test images in the same order, the same measurement noise and the same initial latents (batch b is
+seeded run.seed + b), so samples of two methods pair by image. The FD proxy is one number per run
+(`sample([fd], "seed")`), wall times too; NFE counts are exact numbers.
 """
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ import torch
 
 from shared.assets import require_path
 from shared.io import read_json, write_json
+from shared.samples import combine, is_sample, sample
 
 from . import metrics as M
 from .data import make_split
@@ -28,7 +34,6 @@ from .prior import (AttributeClassifier, assemble, encode_all, tiny_tokenizer, t
 from .solver import solve
 
 TASKS = ("sr", "gblur", "motion", "inpaint_box")
-FAMILIES = {"sr": ["sr"], "deblur": ["gblur", "motion"], "inpainting": ["inpaint_box"]}
 TASK_NAMES = {"sr": "SR×4", "gblur": "Gaussian deblur", "motion": "Motion deblur", "inpaint_box": "Box inpainting"}
 
 
@@ -126,8 +131,9 @@ def method_hparams(cfg, method: str) -> dict:
 
 
 def _solve_batches(method, y, op, ldm, cfg, seed, captions, **hp):
-    """Solve in batches of cfg.solve.batch_size; concatenate reconstructions and average trajectories."""
-    xs, nfe, wall, trajs = [], 0, 0.0, []
+    """Solve in batches of cfg.solve.batch_size; concatenate reconstructions and per-image records
+    (`Solution.per_image`, [n_records, N]) and average trajectories."""
+    xs, nfe, wall, trajs, records = [], 0, 0.0, [], []
     bs = cfg.solve.batch_size
     for b in range(0, y.shape[0], bs):
         sol = solve(method, y[b:b + bs], op, ldm, steps=cfg.solve.steps, seed=seed + b,
@@ -135,9 +141,32 @@ def _solve_batches(method, y, op, ldm, cfg, seed, captions, **hp):
         xs.append(sol.x)
         nfe, wall = sol.nfe, wall + sol.wall_s
         trajs.append(sol.trajectory)
+        records.append(sol.per_image)
     traj = {k: (np.mean([t[k] for t in trajs], 0).tolist() if trajs[0][k] else []) for k in trajs[0]}
     traj["step"] = trajs[0]["step"]
-    return torch.cat(xs), nfe, wall, traj
+    per_image = {k: torch.cat([r[k] for r in records], 1).numpy() for k in records[0]}
+    return torch.cat(xs), nfe, wall, traj, per_image
+
+
+def record_scores(per_image: dict) -> dict:
+    """Per-image scores from the solver's records: the off-range ratio averaged over the recorded
+    steps and at the last one, and the final prompt's (and the null prompt's) cosine to the true caption."""
+    scores = {}
+    if "off_range" in per_image:
+        scores["off_range"] = per_image["off_range"].mean(0)
+        scores["final_off_range"] = per_image["off_range"][-1]
+    for k in ("prompt_cos", "null_cos"):
+        if k in per_image:
+            scores[k] = per_image[k][-1]
+    return scores
+
+
+def cell(value) -> str | float:
+    """A table cell: "mean ± std" for a sample with n > 1 (n in its own column), the mean for n = 1,
+    else the number itself."""
+    if is_sample(value):
+        return value["mean"] if value["n"] == 1 else f"{value['mean']:.3f} ± {value['std']:.3f}"
+    return value
 
 
 def tune(cfg, method, task, op, ldm, val, seed) -> tuple[float, list[dict]]:
@@ -175,33 +204,35 @@ def main_task(run, task: str) -> dict:
     ref = make_split(cfg.seed, "ref", cfg.data.n_ref, cfg.image_size)["images"] if clf is not None else None
     ref_feat = M.features(clf, ref) if clf is not None else None
     idx = M.bootstrap_indices(len(gt), cfg.bootstrap.n, run.seed)
-    per_image, out, recon, boots = [], {}, {}, {}
+    per_image, out, recon, fd_boots = [], {}, {}, {}
     for m in methods:
         hp = {**method_hparams(cfg, m), "rho": tuned[m], "record_every": cfg.solve.record_every}
-        x, nfe, wall, traj = _solve_batches(m, y, op, ldm, cfg, run.seed, test["captions"], **hp)
+        x, nfe, wall, traj, records = _solve_batches(m, y, op, ldm, cfg, run.seed, test["captions"], **hp)
         recon[m] = x
         scores = {"psnr": M.psnr(x, gt), "ssim": M.ssim(x, gt), "hf_energy": M.high_frequency_energy(x),
-                  "residual": (M.per_image_residual(op, x, y))}
+                  "residual": M.per_image_residual(op, x, y), **record_scores(records)}
         if clf is not None:
             scores["attr_acc"] = M.attribute_accuracy(clf, x, test["labels"])
-            feat = M.features(clf, x)
-            fd = M.frechet_distance(feat, ref_feat)
-            boots[m] = {"fd": np.array([M.frechet_distance(feat[i], ref_feat) for i in idx])}
-        boots.setdefault(m, {}).update({k: v[idx].mean(1) for k, v in scores.items()})
-        out[m] = {k: M.summary(v.mean(), boots[m][k]) for k, v in scores.items()}
+        out[m] = {k: sample(v, "image") for k, v in scores.items()}
         if clf is not None:
-            out[m]["fd"] = M.summary(fd, boots[m]["fd"])
-        out[m].update({"rho": tuned[m], "nfe": nfe, "wall_s": wall, "trajectory": traj})
+            feat = M.features(clf, x)
+            fd_boots[m] = np.array([M.frechet_distance(feat[i], ref_feat) for i in idx])
+            out[m]["fd"] = sample([M.frechet_distance(feat, ref_feat)], "seed")
+            out[m]["fd_bootstrap_ci"] = M.percentile_interval(fd_boots[m])
+        out[m].update({"rho": tuned[m], "nfe": nfe, "wall_s": sample([wall], "seed"), "trajectory": traj})
         for i in range(len(gt)):
             per_image.append({"task": task, "method": m, "image": i, **{k: float(v[i]) for k, v in scores.items()}})
     for m in methods:
-        out[m]["runtime_ratio_to_ldps"] = out[m]["wall_s"] / out["ldps"]["wall_s"]
+        out[m]["runtime_ratio_to_ldps"] = combine([out[m]["wall_s"], out["ldps"]["wall_s"]], lambda a, b: a / b)
         out[m]["nfe_ratio_to_ldps"] = out[m]["nfe"] / out["ldps"]["nfe"]
-    diffs = {}
+    diffs = {}   # paired per-image gaps (and the FD gap with its paired bootstrap interval)
     for a, b in (("p2l", "psld"), ("psld", "ldps"), ("p2l", "ldps")):
         if a in out and b in out:
-            diffs[f"{a}_minus_{b}"] = {k: M.summary(out[a][k]["mean"] - out[b][k]["mean"], boots[a][k] - boots[b][k])
-                                       for k in boots[a]}
+            diffs[f"{a}_minus_{b}"] = {k: combine([v, out[b][k]], lambda u, w: u - w)
+                                       for k, v in out[a].items() if is_sample(v) and v["unit"] == "image"}
+            if a in fd_boots:
+                diffs[f"{a}_minus_{b}"]["fd"] = combine([out[a]["fd"], out[b]["fd"]], lambda u, v: u - v)
+                diffs[f"{a}_minus_{b}"]["fd_bootstrap_ci"] = M.percentile_interval(fd_boots[a] - fd_boots[b])
     run.save_table(pd.DataFrame(per_image), f"per_image_{task}")
     fig = grid_figure(task, op, y, gt, recon, n=cfg.figure.grid_images)
     run.save_figure(fig, f"grid_{task}")
@@ -242,61 +273,48 @@ def main_table(run) -> dict:
     cfg = run.cfg
     parts = _metrics_parts(run.out, cfg.main_tasks)
     methods = list(next(iter(parts.values()))["methods"])
-    rows, runtime_rows, hf_rows = [], [], []
+    rows, wide_rows, runtime_rows, hf_rows = [], [], [], []
     for task, res in parts.items():
         for m in methods:
             r = res["methods"][m]
-            row = {"task": TASK_NAMES.get(task, task), "method": m}
-            for k in ("psnr", "ssim", "fd", "attr_acc"):
+            row = {"task": TASK_NAMES.get(task, task), "method": m, "n": r["ssim"]["n"]}
+            for k in ("psnr", "ssim", "attr_acc", "fd"):
                 if k in r:
-                    row[k] = r[k]["mean"]
-                    row[f"{k}_ci"] = f"[{r[k]['lo']:.3f}, {r[k]['hi']:.3f}]"
+                    row[k] = cell(r[k])
+                    if k != "attr_acc":
+                        wide_rows.append({"task": row["task"], "method": m, "metric": k, "mean": r[k]["mean"]})
+            if "fd_bootstrap_ci" in r:
+                row["fd_ci"] = "[{:.3f}, {:.3f}]".format(*r["fd_bootstrap_ci"])
             row["rho"] = r["rho"]
             rows.append(row)
-            runtime_rows.append({"task": task, "method": m, "nfe_per_image": r["nfe"], "wall_s": r["wall_s"],
-                                 "runtime_ratio_to_ldps": r["runtime_ratio_to_ldps"],
+            runtime_rows.append({"task": task, "method": m, "nfe_per_image": r["nfe"], "wall_s": r["wall_s"]["mean"],
+                                 "runtime_ratio_to_ldps": r["runtime_ratio_to_ldps"]["mean"],
                                  "nfe_ratio_to_ldps": r["nfe_ratio_to_ldps"]})
-            hf_rows.append({"task": task, "method": m, "hf_energy": r["hf_energy"]["mean"],
+            hf_rows.append({"task": task, "method": m, "n": r["hf_energy"]["n"], "hf_energy": cell(r["hf_energy"]),
                             "gt_hf_energy": res["gt_hf_energy"],
-                            "final_off_range": r["trajectory"]["off_range"][-1] if r["trajectory"]["off_range"] else None})
-    table = pd.DataFrame(rows)
-    run.save_table(table, "main_table")
-    wide = table.pivot_table(index="task", columns="method", values=["ssim", "psnr", "fd"], sort=False)
+                            "final_off_range": cell(r["final_off_range"]) if "final_off_range" in r else None})
+    run.save_table(pd.DataFrame(rows), "main_table")
+    wide = pd.DataFrame(wide_rows).pivot_table(index="task", columns=["metric", "method"], values="mean", sort=False)
     wide.columns = [f"{m} {k}" for k, m in wide.columns]
     run.save_table(wide.reset_index(), "main_table_wide")
     run.save_table(pd.DataFrame(runtime_rows), "runtime_nfe")
     run.save_table(pd.DataFrame(hf_rows), "artifacts_range")
 
-    def fam(metric, method):
-        return {f: float(np.mean([parts[t]["methods"][method][metric]["mean"] for t in ts if t in parts]))
-                for f, ts in FAMILIES.items() if any(t in parts for t in ts)}
-
-    result = {"families": {}, "counts": {}}
-    for metric, better in (("ssim", np.greater), ("fd", np.less), ("psnr", np.greater)):
-        if metric not in parts[next(iter(parts))]["methods"]["ldps"]:
-            continue
-        f = {m: fam(metric, m) for m in ("ldps", "psld", "p2l")}
-        result["families"][metric] = f
-        fams = list(f["p2l"])
-        p2l_psld = sum(bool(better(f["p2l"][k], f["psld"][k])) for k in fams)
-        psld_ldps = sum(bool(better(f["psld"][k], f["ldps"][k])) for k in fams)
-        chain = sum(bool(better(f["p2l"][k], f["psld"][k]) and better(f["psld"][k], f["ldps"][k])) for k in fams)
-        result["counts"][metric] = {"p2l_beats_psld": p2l_psld, "psld_beats_ldps": psld_ldps,
-                                    "p2l_psld_ldps_chain": chain, "families": len(fams)}
-    p2l_traj = [parts[t]["methods"]["p2l"]["trajectory"] for t in parts]
-    if p2l_traj[0]["prompt_cos"]:
-        result["prompt"] = {"final_cos": float(np.mean([tr["prompt_cos"][-1] for tr in p2l_traj])),
-                            "null_cos": float(np.mean([tr["null_cos"][-1] for tr in p2l_traj]))}
-        result["prompt"]["gain"] = result["prompt"]["final_cos"] - result["prompt"]["null_cos"]
+    result = {}
+    p2l = [parts[t]["methods"]["p2l"] for t in parts]
+    if "prompt_cos" in p2l[0]:
+        # per image, averaged over the tasks (the same test images in the same order in every task)
+        result["prompt"] = {k: sample(np.mean([r[k]["values"] for r in p2l], 0), "image")
+                            for k in ("prompt_cos", "null_cos")}
+        result["prompt"]["gain"] = combine([result["prompt"]["prompt_cos"], result["prompt"]["null_cos"]],
+                                           lambda a, b: a - b)
+    psld = [parts[t]["methods"]["psld"] for t in parts]
     result["runtime"] = {
-        "p2l_over_psld": float(np.mean([parts[t]["methods"]["p2l"]["wall_s"] / parts[t]["methods"]["psld"]["wall_s"]
-                                        for t in parts])),
-        "nfe_p2l_over_psld": float(np.mean([parts[t]["methods"]["p2l"]["nfe"] / parts[t]["methods"]["psld"]["nfe"]
-                                            for t in parts])),
-        "ratio_to_ldps": {m: float(np.mean([parts[t]["methods"][m]["runtime_ratio_to_ldps"] for t in parts]))
-                          for m in methods}}
-    result["table"] = {t: {m: {k: parts[t]["methods"][m][k]["mean"] for k in ("psnr", "ssim", "fd")
-                               if k in parts[t]["methods"][m]} for m in methods} for t in parts}
+        "p2l_over_psld": sample([np.mean([a["wall_s"]["mean"] / b["wall_s"]["mean"] for a, b in zip(p2l, psld)])],
+                                "seed"),
+        "nfe_p2l_over_psld": float(np.mean([a["nfe"] / b["nfe"] for a, b in zip(p2l, psld)])),
+        "ratio_to_ldps": {m: sample([np.mean([parts[t]["methods"][m]["runtime_ratio_to_ldps"]["mean"]
+                                              for t in parts])], "seed") for m in methods}}
     run.save_figure(trajectory_figure(parts), "prompt_trajectory")
     run.save_figure(off_range_figure(parts), "off_range")
     return result
@@ -362,22 +380,19 @@ def ablation(run) -> dict:
     for name, (method, extra) in variants.items():
         hp = {**method_hparams(cfg, method), "rho": tuned["ldps"]["rho"] if name == "ldps" else rho,
               "record_every": cfg.solve.record_every, **extra}
-        x, nfe, wall, traj = _solve_batches(method, y, op, ldm, cfg, run.seed, test["captions"], **hp)
-        r = {"psnr": float(M.psnr(x, gt).mean()), "ssim": float(M.ssim(x, gt).mean()),
-             "off_range": float(np.mean(traj["off_range"])), "final_off_range": traj["off_range"][-1],
-             "hf_energy": float(M.high_frequency_energy(x).mean()), "nfe": nfe}
+        x, nfe, wall, traj, records = _solve_batches(method, y, op, ldm, cfg, run.seed, test["captions"], **hp)
+        scores = {"psnr": M.psnr(x, gt), "ssim": M.ssim(x, gt), **record_scores(records),
+                  "hf_energy": M.high_frequency_energy(x)}
+        r = {k: sample(v, "image") for k, v in scores.items()}
+        r["nfe"] = nfe
         if clf is not None:
-            r["fd"] = M.frechet_distance(M.features(clf, x), ref_feat)
-        if traj["prompt_cos"]:
-            r["prompt_cos"] = traj["prompt_cos"][-1]
+            r["fd"] = sample([M.frechet_distance(M.features(clf, x), ref_feat)], "seed")
         out[name] = r
-        rows.append({"variant": name, **r, "wall_s": wall})
+        rows.append({"variant": name, "n": len(gt), **{k: cell(v) for k, v in r.items()}, "wall_s": wall})
     run.save_table(pd.DataFrame(rows), "ablation")
-    best_single = max(out["prompt_only"]["ssim"], out["projection_only"]["ssim"])
-    return {"task": task, "variants": out,
-            "both_minus_best_single_ssim": out["p2l"]["ssim"] - best_single,
-            "components_help": int(out["prompt_only"]["ssim"] > out["ldps"]["ssim"])
-            + int(out["projection_only"]["ssim"] > out["ldps"]["ssim"])}
+    # the better single component by its mean SSIM; P2L is then compared with it image by image
+    best = max(("prompt_only", "projection_only"), key=lambda k: out[k]["ssim"]["mean"])
+    return {"task": task, "variants": out, "best_single": {"variant": best, "ssim": out[best]["ssim"]}}
 
 
 EXPERIMENTS = {"train_prior": train_prior, **{f"main_{t}": partial(main_task, task=t) for t in TASKS},

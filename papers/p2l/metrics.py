@@ -1,5 +1,9 @@
 """Image-quality metrics: PSNR and SSIM (scikit-image), the classifier-feature Fréchet distance
-(the FID proxy), attribute accuracy, high-frequency energy, and paired bootstrap intervals."""
+(the FID proxy), attribute accuracy, high-frequency energy, and the FD proxy's bootstrap interval.
+
+Every metric but the FD proxy is per image; the experiments write those as `shared.samples.sample`
+with unit "image" (the same test images, noise and initial latents for every method, so they pair).
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -56,10 +60,10 @@ def bootstrap_indices(n: int, n_boot: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
 
 
-def summary(value: float, boots: np.ndarray) -> dict:
-    """{mean, lo, hi}: the statistic on the full sample and its 95% bootstrap percentile interval."""
+def percentile_interval(boots: np.ndarray) -> list[float]:
+    """[lo, hi]: the 95% bootstrap percentile interval (for the FD proxy, which has no per-image values)."""
     lo, hi = np.percentile(boots, [2.5, 97.5])
-    return {"mean": float(value), "lo": float(lo), "hi": float(hi)}
+    return [float(lo), float(hi)]
 
 
 def per_image_residual(operator, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:

@@ -46,7 +46,8 @@ class Solution:
     prompt: torch.Tensor                  # the final prompt C*
     nfe: int                              # UNet evaluations per image
     wall_s: float
-    trajectory: dict = field(default_factory=dict)   # per recorded step: t, off_range, prompt_cos
+    trajectory: dict = field(default_factory=dict)   # per recorded step: t, off_range, prompt_cos (batch means)
+    per_image: dict = field(default_factory=dict)    # the same records per image: {key: [n_records, B]}
 
 
 def hparams_of(method: str, **overrides) -> dict:
@@ -150,6 +151,7 @@ def solve(method: str, y: torch.Tensor, operator: Operator, ldm: LatentDiffusion
     enc_gen = torch.Generator(device="cpu").manual_seed(seed + 1)
     nfe = 0
     traj = {"step": [], "t": [], "off_range": [], "prompt_cos": [], "null_cos": []}
+    records = {"off_range": [], "prompt_cos": [], "null_cos": []}
 
     for i, t in enumerate(timesteps):
         t_prev = t - stride
@@ -184,10 +186,12 @@ def solve(method: str, y: torch.Tensor, operator: Operator, ldm: LatentDiffusion
         if hp["record_every"] and (i % hp["record_every"] == 0 or i == len(timesteps) - 1):
             traj["step"].append(i)
             traj["t"].append(int(t))
-            traj["off_range"].append(off_range_ratio(ldm, z0.detach()).mean().item())
+            now = {"off_range": off_range_ratio(ldm, z0.detach()).cpu()}
             if C_true is not None:
-                traj["prompt_cos"].append(_cos(prompt, C_true).mean().item())
-                traj["null_cos"].append(_cos(C_null, C_true).mean().item())
+                now.update(prompt_cos=_cos(prompt, C_true).cpu(), null_cos=_cos(C_null, C_true).cpu())
+            for k, per_image in now.items():
+                records[k].append(per_image)
+                traj[k].append(per_image.mean().item())
 
         # 3. pixel proximal step + encoder projection, every τ steps
         z_star = z0.detach()
@@ -200,4 +204,5 @@ def solve(method: str, y: torch.Tensor, operator: Operator, ldm: LatentDiffusion
         z = a_prev.sqrt() * z_star + (1 - a_prev).sqrt() * eps.detach() - grad
 
     return Solution(x=x0.detach().clamp(-1, 1).cpu(), z0=z0.detach().cpu(), prompt=C.detach().cpu(), nfe=nfe,
-                    wall_s=time.perf_counter() - start, trajectory=traj)
+                    wall_s=time.perf_counter() - start, trajectory=traj,
+                    per_image={k: torch.stack(v).double() for k, v in records.items() if v})
