@@ -1,11 +1,14 @@
 """Retrieval (R@k) and zero-shot classification on embeddings, and one table row per space/bond."""
 from __future__ import annotations
 
+import math
 from typing import Mapping
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from shared.samples import sample
 
 COLUMNS = ("at_r1", "at_r5", "av_r1", "av_r5", "vt_r1", "vt_r5", "audio_acc", "image_acc")
 TASKS = {"at": ("text", "audio"), "av": ("audio", "image"), "vt": ("text", "image")}  # query -> gallery
@@ -49,8 +52,10 @@ def evaluate(emb: Mapping[str, torch.Tensor], n_test: int, labels, n_classes: in
     return row
 
 
-def summarise(values) -> dict | None:
-    vals = [v for v in values if v is not None]
-    if not vals:
+def seed_sample(values) -> dict | None:
+    """One value per seed (in seed order) as a `shared.samples.sample`; None when the space lacks the
+    column on every seed. A seed that lacks it alone would be NaN, which the ledger reports as FAIL."""
+    vals = list(values)
+    if all(v is None for v in vals):
         return None
-    return {"mean": float(np.mean(vals)), "std": float(np.std(vals)), "n": len(vals), "values": [float(v) for v in vals]}
+    return sample([math.nan if v is None else v for v in vals], "seed")

@@ -2,7 +2,8 @@
 
 bonds_s0..s2  one seed each: train the spaces and the 6 bond MoPs, score every table row and the λ
               curves (run side by side by Snakemake; the bonds are cached under checkpoints/)
-main_table    paper Tables 3-4 analogue, mean ± std over seeds, and the claims' gaps
+main_table    paper Tables 3-4 analogue: every cell a per-seed sample (shared.samples), and the
+              paired (seed-wise) gaps
 lambda_tradeoff  the customised-inference curves (λt: AT vs VT; λa: audio accuracy vs AV)
 fragile       bonded vs expert text→audio R@1 across the U-visibility knob
 cost          trainable parameters and training time of the bonds vs retraining the unified space
@@ -15,8 +16,9 @@ import numpy as np
 import pandas as pd
 
 from shared.io import read_json
+from shared.samples import combine, sample
 
-from .evaluation import COLUMNS, summarise
+from .evaluation import COLUMNS, seed_sample
 
 N_SEED_JOBS = 3
 ROW_LABELS = {
@@ -65,24 +67,37 @@ def _seed_results(run) -> list[dict]:
     return out
 
 
-def _fmt(s: dict | None) -> str:
-    return "–" if s is None else f"{s['mean']:.1f} ± {s['std']:.1f}"
+def _fmt(s: dict | None, digits: int = 1) -> str:
+    """A per-seed sample as `mean ± std` (ddof=1; the mean alone for one seed)."""
+    if s is None:
+        return "–"
+    if s["std"] is None:
+        return f"{s['mean']:.{digits}f}"
+    return f"{s['mean']:.{digits}f} ± {s['std']:.{digits}f}"
+
+
+def _difference(a: float, b: float) -> float:
+    return a - b
 
 
 def main_table(run) -> dict:
+    """Every cell is a per-seed sample; a gap is the seed-wise (paired) difference of two cells."""
     seeds = _seed_results(run)
     rows = [r for r in ROW_LABELS if r in seeds[0]["rows"]]
-    cols = list(COLUMNS) if run.profile != "full" else sorted({c for r in rows for c in seeds[0]["rows"][r]} - set(COLUMNS))
-    table = {row: {c: summarise([s["rows"][row].get(c) for s in seeds]) for c in cols} for row in rows}
-    df = pd.DataFrame([{"space / bond": ROW_LABELS[r], **{c: _fmt(table[r][c]) for c in cols}} for r in rows])
+
+    def cell(row, col):
+        return seed_sample([s["rows"].get(row, {}).get(col) for s in seeds])
+
+    shown = list(COLUMNS) if run.profile != "full" else sorted({c for r in rows for c in seeds[0]["rows"][r]} - set(COLUMNS))
+    cols = shown if run.profile != "full" else shown + list(COLUMNS)  # the claims read the aliases at full
+    table = {row: {c: cell(row, c) for c in cols} for row in rows}
+    df = pd.DataFrame([{"space / bond": ROW_LABELS[r], **{c: _fmt(table[r][c]) for c in shown}, "n (seeds)": len(seeds)}
+                       for r in rows])
     run.save_table(df, "main_table")
 
     def gap(a_row, a_col, b_row, b_col=None):
-        vals = []
-        for s in seeds:
-            a, b = s["rows"].get(a_row, {}).get(a_col), s["rows"].get(b_row, {}).get(b_col or a_col)
-            vals.append(None if a is None or b is None else a - b)
-        return summarise(vals)
+        a, b = cell(a_row, a_col), cell(b_row, b_col or a_col)
+        return None if a is None or b is None else combine([a, b], _difference)
 
     gaps = {
         "c_mop_vs_E1_audio_acc": gap("c_E1_mop_ATE", "audio_acc", "E1"),
@@ -99,25 +114,31 @@ def main_table(run) -> dict:
         "sequential_vs_E1_audio_acc": gap("sequential_ATE", "audio_acc", "E1"),
     }
     pd_g = pd.DataFrame([{"comparison": k, "mean": None if v is None else v["mean"],
-                          "std": None if v is None else v["std"]} for k, v in gaps.items()])
+                          "std": None if v is None else v["std"], "n (seeds)": None if v is None else v["n"]}
+                         for k, v in gaps.items()])
     run.save_table(pd_g, "main_table_gaps")
     return {"seeds": [s["seed"] for s in seeds], "table": table, "gaps": gaps}
 
 
-def _curve(seeds, key, col):
-    lams = [p["lam"] for p in seeds[0][key]]
-    vals = np.array([[p[col] for p in s[key]] for s in seeds])
-    return lams, vals.mean(0), vals.std(0)
+def point_key(lam: float) -> str:
+    """The metrics key of one sweep point: λ = 0.25 -> `lam25`."""
+    return f"lam{round(100 * float(lam))}"
+
+
+def _curve(seeds, key, col) -> dict:
+    """{point_key(λ): per-seed sample} of one column along a sweep."""
+    return {point_key(p["lam"]): seed_sample([s[key][i][col] for s in seeds]) for i, p in enumerate(seeds[0][key])}
 
 
 def _frac_steps(values, up: bool) -> float:
-    """Fraction of sweep steps that move the claimed way (ties count; seed means are compared after
-    rounding to 1e-9, so equal hit counts averaged in another order are ties, not float-noise steps)."""
+    """Fraction of one seed's sweep steps that move the claimed way (ties count; values are rounded
+    to 1e-9 first, so equal hit counts are ties even if a value was computed in another order)."""
     d = np.diff(np.round(np.asarray(values, dtype=float), 9))
     return float(np.mean(d >= 0 if up else d <= 0))
 
 
 def lambda_tradeoff(run) -> dict:
+    """The λ sweeps of every seed: each point a per-seed sample (the claims pair adjacent points by seed)."""
     import matplotlib.pyplot as plt
 
     seeds = _seed_results(run)
@@ -125,32 +146,46 @@ def lambda_tradeoff(run) -> dict:
     out = {}
     for ax, key, cols, fixed in ((axes[0], "lam_t_curve", ("at_r1", "vt_r1", "at_r5", "vt_r5"), f"λa={run.cfg.sweep.fixed_lam_a}"),
                                  (axes[1], "lam_a_curve", ("audio_acc", "av_r1", "av_r5"), f"λt={run.cfg.sweep.fixed_lam_t}")):
-        rows = {}
+        lams = [float(p["lam"]) for p in seeds[0][key]]
+        curves = {"lam": lams}
         for col in cols:
-            lams, m, s = _curve(seeds, key, col)
-            ax.errorbar(lams, m, yerr=s, marker="o", capsize=3, label=col, linestyle="-" if col.endswith(("r1", "acc")) else ":")
-            rows[col] = [float(v) for v in m]
-        rows["lam"] = [float(v) for v in lams]
-        out[key] = rows
+            curve = _curve(seeds, key, col)
+            ax.errorbar(lams, [s["mean"] for s in curve.values()], yerr=[s["std"] or 0.0 for s in curve.values()],
+                        marker="o", capsize=3, label=col, linestyle="-" if col.endswith(("r1", "acc")) else ":")
+            curves[col] = curve
+        out[key] = curves
         ax.set_xlabel("λt (text)" if key == "lam_t_curve" else "λa (audio)")
-        ax.set_ylabel("% (mean ± std over seeds)")
+        ax.set_ylabel(f"% (mean ± std over {len(seeds)} seed(s))")
         ax.set_title(f"parallel c(E1, E2), {fixed}")
         ax.legend(fontsize=8)
     fig.tight_layout()
     run.save_figure(fig, "lambda_tradeoff")
+
+    def sweep_table(key, name, columns):
+        c, lam = out[key], key.removesuffix("_curve")
+        df = pd.DataFrame([{lam: x, **{label: _fmt(c[col][point_key(x)], 2) for col, label in columns.items()},
+                            "n (seeds)": len(seeds)} for x in c["lam"]])
+        run.save_table(df, name)
+
+    sweep_table("lam_t_curve", "lambda_t_sweep", {"at_r1": "AT R@1", "at_r5": "AT R@5", "vt_r1": "VT R@1", "vt_r5": "VT R@5"})
+    sweep_table("lam_a_curve", "lambda_a_sweep", {"audio_acc": "audio acc", "av_r1": "AV R@1", "av_r5": "AV R@5"})
     t = out["lam_t_curve"]
-    df = pd.DataFrame({"lam_t": t["lam"], "AT R@1": t["at_r1"], "AT R@5": t["at_r5"], "VT R@1": t["vt_r1"], "VT R@5": t["vt_r5"]})
-    run.save_table(df, "lambda_t_sweep")
-    a = out["lam_a_curve"]
-    run.save_table(pd.DataFrame({"lam_a": a["lam"], "audio acc": a["audio_acc"], "AV R@1": a["av_r1"], "AV R@5": a["av_r5"]}),
-                   "lambda_a_sweep")
-    out["monotone"] = {"at_r1_frac_steps_up": _frac_steps(t["at_r1"], up=True),
-                       "vt_r1_frac_steps_down": _frac_steps(t["vt_r1"], up=False),
-                       "at_r1_rise": t["at_r1"][-1] - t["at_r1"][0], "vt_r1_fall": t["vt_r1"][0] - t["vt_r1"][-1]}
+    first, last = point_key(t["lam"][0]), point_key(t["lam"][-1])
+    per_seed = {col: [[p[col] for p in s["lam_t_curve"]] for s in seeds] for col in ("at_r1", "vt_r1")}
+    out["monotone"] = {
+        "at_r1_frac_steps_up": sample([_frac_steps(v, up=True) for v in per_seed["at_r1"]], "seed"),
+        "vt_r1_frac_steps_down": sample([_frac_steps(v, up=False) for v in per_seed["vt_r1"]], "seed"),
+        "at_r1_rise": combine([t["at_r1"][last], t["at_r1"][first]], _difference),
+        "vt_r1_fall": combine([t["vt_r1"][first], t["vt_r1"][last]], _difference),
+    }
     return out
 
 
+ARMS = ("U", "E1", "E2", "c_E1_mop_ATE", "parallel_ATE")
+
+
 def fragile(run) -> dict:
+    """Text→audio R@1 of each arm per visibility, as per-seed samples over `fragile.seeds`."""
     import matplotlib.pyplot as plt
 
     from .pipeline import run_fragile
@@ -162,18 +197,19 @@ def fragile(run) -> dict:
             res.append(run_fragile(run.cfg, int(seed), float(vis), run.checkpoint_dir(f"vis{vis}", f"seed{seed}")))
     by_vis = {}
     for vis in f.visibility:
-        rs = [r for r in res if r["visibility"] == vis]
+        rs = [r for r in res if r["visibility"] == vis]  # in `fragile.seeds` order: paired by seed
+        arms = {name: seed_sample([r["rows"][name]["at_r1"] for r in rs]) for name in ARMS}
+        best = seed_sample([max(r["rows"]["E1"]["at_r1"], r["rows"]["E2"]["at_r1"]) for r in rs])
         by_vis[f"vis{round(100 * float(vis))}"] = {
-            "visibility": float(vis),
-            **{name: summarise([r["rows"][name]["at_r1"] for r in rs]) for name in ("U", "E1", "E2", "c_E1_mop_ATE", "parallel_ATE")},
-            "gap_parallel_vs_best_expert": summarise([r["gap_parallel_vs_best_expert"] for r in rs]),
-            "gap_single_vs_E1": summarise([r["gap_single_vs_E1"] for r in rs]),
+            "visibility": float(vis), **arms, "best_expert": best,
+            "gap_parallel_vs_best_expert": combine([arms["parallel_ATE"], best], _difference),
+            "gap_single_vs_E1": combine([arms["c_E1_mop_ATE"], arms["E1"]], _difference),
         }
     vis = [v["visibility"] for v in by_vis.values()]
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for name, label in (("parallel_ATE", "U + c(E1,E2) AT-E"), ("c_E1_mop_ATE", "U + c(E1) AT-E"), ("E1", "expert E1"),
                         ("E2", "expert E2"), ("U", "U")):
-        ax.errorbar(vis, [v[name]["mean"] for v in by_vis.values()], yerr=[v[name]["std"] for v in by_vis.values()],
+        ax.errorbar(vis, [v[name]["mean"] for v in by_vis.values()], yerr=[v[name]["std"] or 0.0 for v in by_vis.values()],
                     marker="o", capsize=3, label=label, linestyle="--" if name in ("E1", "E2", "U") else "-")
     ax.set_xlabel("U-visibility of the audio-only attribute (P[envelope = colour])")
     ax.set_ylabel("text→audio R@1 (%)")
@@ -181,8 +217,9 @@ def fragile(run) -> dict:
     ax.legend(fontsize=8)
     fig.tight_layout()
     run.save_figure(fig, "fragile_claim")
-    df = pd.DataFrame([{"visibility": v["visibility"], **{k: _fmt(v[k]) for k in ("U", "E1", "E2", "c_E1_mop_ATE", "parallel_ATE")},
-                        "parallel − best expert": _fmt(v["gap_parallel_vs_best_expert"])} for v in by_vis.values()])
+    df = pd.DataFrame([{"visibility": v["visibility"], **{k: _fmt(v[k]) for k in ARMS},
+                        "parallel − best expert": _fmt(v["gap_parallel_vs_best_expert"]),
+                        "n (seeds)": v["parallel_ATE"]["n"]} for v in by_vis.values()])
     run.save_table(df, "fragile_claim")
     return by_vis
 

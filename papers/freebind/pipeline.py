@@ -148,7 +148,4 @@ def run_fragile(cfg, seed: int, visibility: float, ckpt: Path) -> dict:
     rows = {"U": r.row(T["U"]), "E1": r.row(T["E1"]), "E2": r.row(T["E2"]),
             "c_E1_mop_ATE": r.row(combination_bond(T["U"], [(T["E1"], c1)], *at_e)),
             "parallel_ATE": r.row(combination_bond(T["U"], [(T["E1"], c1), (T["E2"], c2)], *at_e))}
-    best = max(rows["E1"]["at_r1"], rows["E2"]["at_r1"])
-    return {"visibility": visibility, "seed": seed, "rows": rows,
-            "gap_parallel_vs_best_expert": rows["parallel_ATE"]["at_r1"] - best,
-            "gap_single_vs_E1": rows["c_E1_mop_ATE"]["at_r1"] - rows["E1"]["at_r1"]}
+    return {"visibility": visibility, "seed": seed, "rows": rows}
