@@ -91,6 +91,14 @@ def test_p2l_moves_the_prompt_and_records_trajectory(ldm, problem):
     sol = solve("p2l", y, op, ldm, steps=3, seed=0, captions=CAPTIONS, record_every=1, prompt_lr=0.1)
     assert not torch.allclose(sol.prompt, ldm.null_prompt(2))
     assert len(sol.trajectory["prompt_cos"]) == 3 and len(sol.trajectory["off_range"]) == 3
+    # the per-image records behind the trajectory's batch means: [n_records, B]
+    for k in ("off_range", "prompt_cos", "null_cos"):
+        assert sol.per_image[k].shape == (3, 2)
+        assert torch.allclose(sol.per_image[k].mean(1), torch.tensor(sol.trajectory[k], dtype=torch.float64))
+    assert torch.allclose(sol.per_image["prompt_cos"][-1],
+                          torch.nn.functional.cosine_similarity(sol.prompt.flatten(1).double(),
+                                                                ldm.embed(CAPTIONS).flatten(1).double(), dim=1),
+                          atol=1e-5)
     assert sol.nfe == 6                             # K = 1 prompt step + 1 latent step per DDIM step
 
 

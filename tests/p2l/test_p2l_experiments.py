@@ -1,0 +1,55 @@
+"""Per-image records become samples that pair across methods: `_solve_batches`, `record_scores`, `cell`."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from papers.p2l import build_operator, solve
+from papers.p2l.experiments import _solve_batches, cell, record_scores
+from shared.config import load_config
+from shared.samples import combine, sample
+
+from test_p2l_solver import CAPTIONS, tiny_ldm
+
+CONFIG = Path(__file__).resolve().parents[2] / "papers" / "p2l" / "config.yaml"
+
+
+@pytest.fixture(scope="module")
+def ldm():
+    return tiny_ldm()
+
+
+def test_solve_batches_keeps_each_image_in_its_place(ldm):
+    cfg = load_config(CONFIG, "smoke", ["solve.steps=2", "solve.batch_size=1"])
+    g = torch.Generator().manual_seed(0)
+    op = build_operator("sr", 16, factor=4)
+    y = op.measure(torch.rand(2, 3, 16, 16, generator=g) * 2 - 1, 0)
+    x, nfe, wall, traj, per_image = _solve_batches("p2l", y, op, ldm, cfg, 5, CAPTIONS, record_every=1)
+    assert x.shape == (2, 3, 16, 16) and per_image["off_range"].shape == (2, 2)
+    # batch b is image b, seeded 5 + b: its records are those of solving that image alone
+    alone = solve("p2l", y[1:2], op, ldm, steps=2, seed=6, captions=CAPTIONS[1:], record_every=1)
+    assert torch.equal(x[1:2], alone.x)
+    for k in ("off_range", "prompt_cos", "null_cos"):
+        np.testing.assert_allclose(per_image[k][:, 1], alone.per_image[k][:, 0].numpy())
+
+
+def test_record_scores_are_per_image():
+    records = {"off_range": np.array([[0.8, 0.6, 0.4], [0.4, 0.2, 0.1]]),
+               "prompt_cos": np.array([[0.1, 0.2, 0.3], [0.5, 0.6, 0.7]]),
+               "null_cos": np.array([[0.1, 0.2, 0.3], [0.1, 0.2, 0.3]])}
+    scores = record_scores(records)
+    np.testing.assert_allclose(scores["off_range"], [0.6, 0.4, 0.25])
+    np.testing.assert_allclose(scores["final_off_range"], [0.4, 0.2, 0.1])
+    np.testing.assert_allclose(scores["prompt_cos"], [0.5, 0.6, 0.7])
+    np.testing.assert_allclose(scores["null_cos"], [0.1, 0.2, 0.3])
+    assert record_scores({}) == {}                   # no records (tuning runs): no scores
+    # two methods' samples of the same images pair by index
+    gap = combine([sample(scores["prompt_cos"], "image"), sample(scores["null_cos"], "image")], lambda a, b: a - b)
+    assert gap["unit"] == "image" and gap["n"] == 3 and gap["values"] == pytest.approx([0.4, 0.4, 0.4])
+
+
+def test_cell_shows_mean_and_std_of_a_sample():
+    assert cell(sample([0.5, 0.7], "image")) == "0.600 ± 0.141"
+    assert cell(sample([70.5], "seed")) == 70.5       # one run: the value, no std
+    assert cell(40) == 40
