@@ -7,6 +7,10 @@ budget_<method>  fine-tunes of the 25% and 50% snapshots
 accuracy         the accuracy table (clean and pan) and the budget figure, from the fine-tune metrics
 efficiency       tokens, FLOPs, activation bytes and interleaved step times, EVEREST / VideoMAE
 token_overlay    selected tokens overlaid on clips, and the moving-digit recall of the selection
+
+Every trained arm runs once per entry of `seeds` (seed i of every arm shares its data, initial
+encoder and batch order), and writes each stochastic metric as a `shared.samples.sample` over seeds,
+so two arms pair by seed. Token counts, FLOPs and activation bytes are deterministic plain numbers.
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import torch
 
 from shared.assets import require_path
 from shared.io import read_json
+from shared.samples import combine, sample
 from shared.seeding import derive_seed
 
 from .data import make_clips, num_classes, token_cover
@@ -93,22 +98,41 @@ def dataset(cfg, seed: int, split: str, pan: bool = False):
                             segments=d.test_segments, seed=seed)
 
 
-def pretrain_dir(run, arm: str) -> Path:
-    return run.out / "checkpoints" / f"pretrain_{arm}"
+def seeds_of(cfg) -> list[int]:
+    return [int(s) for s in cfg.seeds]
+
+
+def seed_dir(seed: int) -> str:
+    return f"seed{seed}"
+
+
+def pretrain_dir(run, arm: str, seed: int) -> Path:
+    return run.out / "checkpoints" / f"pretrain_{arm}" / seed_dir(seed)
+
+
+def mean_std(s: dict, digits: int = 1) -> str:
+    """A sample as "mean ± std (n=k)" for a table (std "–" at one unit)."""
+    std = "–" if s["std"] is None else f"{s['std']:.{digits}f}"
+    return f"{s['mean']:.{digits}f} ± {std} (n={s['n']})"
 
 
 # ---------------------------------------------------------------- pre-training
 def run_pretrain(run, arm: str) -> dict:
     cfg = run.cfg
     method, pan = PRETRAIN_ARMS[arm]
-    torch.manual_seed(derive_seed(run.seed, "init"))
-    model = build_autoencoder(cfg)
-    data = dataset(cfg, run.seed, "pretrain", pan)
     if cfg.frame_selection.enabled and cfg.data.source == "video":
         raise ValueError("frame_selection.enabled is implemented for procedural clips only: set "
                          "frame_selection.enabled=false, or extend VideoListDataset to return 2·alpha·tau frames")
     snaps = {max(1, round(b * cfg.pretrain.steps)): snapshot_name(b) for b in cfg.pretrain.budgets}
-    losses = pretrain(model, data, method, cfg, run.seed, run.checkpoint_dir(), snaps, device_of(cfg))
+    first, final = [], []
+    for seed in seeds_of(cfg):
+        torch.manual_seed(derive_seed(seed, "init"))
+        model = build_autoencoder(cfg)
+        data = dataset(cfg, seed, "pretrain", pan)
+        losses = pretrain(model, data, method, cfg, seed, run.checkpoint_dir(seed_dir(seed)), snaps, device_of(cfg))
+        tail = max(1, len(losses) // 10)
+        first.append(sum(losses[:tail]) / tail)
+        final.append(sum(losses[-tail:]) / tail)
     enc = model.encoder
     n = enc.num_tokens
     v = tube_visible(enc.slices, enc.positions, cfg.selection.mask_ratio)
@@ -117,39 +141,51 @@ def run_pretrain(run, arm: str) -> dict:
     else:
         enc_tokens = v if cfg.selection.match_visible else count(1 - cfg.selection.mask_ratio, n)
         dec_tokens = count(cfg.selection.rho_pre, n)
-    tail = max(1, len(losses) // 10)
-    return {"method": method, "pan": pan, "steps": len(losses), "params": num_params(model),
-            "loss_first": sum(losses[:tail]) / tail, "loss_final": sum(losses[-tail:]) / tail,
+    return {"method": method, "pan": pan, "seeds": seeds_of(cfg), "steps": len(losses), "params": num_params(model),
+            "loss_first": sample(first, "seed"), "loss_final": sample(final, "seed"),
             "encoder_tokens": enc_tokens, "decoder_tokens": dec_tokens, "targets": dec_tokens - enc_tokens,
             "snapshots": sorted(snaps.values())}
 
 
 # ---------------------------------------------------------------- fine-tuning
+def finetune_seed(run, arm: str, snapshot: str | None, prune: str, seed: int, subdir: str) -> tuple[float, float, int]:
+    """(test top-1, final train loss, token count) of one fine-tune of `arm` at `seed`."""
+    cfg = run.cfg
+    source, _, pan = FINETUNE_ARMS[arm]
+    torch.manual_seed(derive_seed(seed, "init"))
+    ae = build_autoencoder(cfg)  # same initial encoder as the pre-training arms
+    if source is not None:
+        path = pretrain_dir(run, source, seed) / f"{snapshot}.pt"
+        if not path.is_file():
+            raise FileNotFoundError(f"no pre-trained weights at {path}: run the pretrain_{source} experiment first "
+                                    f"(with the same `seeds`)")
+        ae.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    torch.manual_seed(derive_seed(seed, "head"))
+    model = VideoClassifier(ae.encoder, classes(cfg), prune=prune, keep_ratio=cfg.selection.keep_ratio)
+    device = device_of(cfg)
+    losses = finetune(model, dataset(cfg, seed, "finetune", pan), cfg, seed,
+                      run.checkpoint_dir(*[p for p in (subdir, seed_dir(seed)) if p]), device)
+    top1 = evaluate(model, dataset(cfg, seed, "test", pan), cfg.finetune.eval_batch, seed, device)
+    tail = max(1, len(losses) // 10)
+    return top1, sum(losses[-tail:]) / tail, model.encoder.num_tokens
+
+
 def finetune_arm(run, arm: str, snapshot: str | None, subdir: str = "") -> dict:
+    """Fine-tune `arm` from `snapshot` once per seed; top-1 and train loss as samples over seeds."""
     cfg = run.cfg
     source, prune, pan = FINETUNE_ARMS[arm]
     if arm == "ascending" and cfg.selection.ascending_finetune:
         prune = "bottom"
     if arm == "scratch":
         prune = cfg.selection.scratch_prune
-    torch.manual_seed(derive_seed(run.seed, "init"))
-    ae = build_autoencoder(cfg)  # same initial encoder as the pre-training arms
-    if source is not None:
-        path = pretrain_dir(run, source) / f"{snapshot}.pt"
-        if not path.is_file():
-            raise FileNotFoundError(f"no pre-trained weights at {path}: run the pretrain_{source} experiment first")
-        ae.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-    torch.manual_seed(derive_seed(run.seed, "head"))
-    model = VideoClassifier(ae.encoder, classes(cfg), prune=prune, keep_ratio=cfg.selection.keep_ratio)
-    device = device_of(cfg)
-    losses = finetune(model, dataset(cfg, run.seed, "finetune", pan), cfg, run.seed,
-                      run.checkpoint_dir(subdir) if subdir else run.checkpoint_dir(), device)
-    top1 = evaluate(model, dataset(cfg, run.seed, "test", pan), cfg.finetune.eval_batch, run.seed, device)
-    n = model.encoder.num_tokens
-    tail = max(1, len(losses) // 10)
-    return {"top1": top1, "pretrained": source, "snapshot": snapshot, "prune": prune, "pan": pan,
-            "tokens": n if prune == "none" else count(cfg.selection.keep_ratio, n),
-            "train_loss_final": sum(losses[-tail:]) / tail}
+    top1, loss = [], []
+    for seed in seeds_of(cfg):
+        acc, final_loss, n = finetune_seed(run, arm, snapshot, prune, seed, subdir)
+        top1.append(acc)
+        loss.append(final_loss)
+    return {"top1": sample(top1, "seed"), "pretrained": source, "snapshot": snapshot, "prune": prune, "pan": pan,
+            "seeds": seeds_of(cfg), "tokens": n if prune == "none" else count(cfg.selection.keep_ratio, n),
+            "train_loss_final": sample(loss, "seed")}
 
 
 def run_finetune(run, arm: str) -> dict:
@@ -173,13 +209,16 @@ def accuracy(run) -> dict:
 
     cfg = run.cfg
     m = {arm: read_json(run.out / "metrics" / f"finetune_{arm}.json") for arm in FINETUNE_ARMS}
+    gap = {sfx: combine([m[f"everest{sfx}"]["top1"], m[f"videomae{sfx}"]["top1"]], lambda e, v: e - v)
+           for sfx in ("", "_pan")}  # paired by seed
     rows = [{"arm": LABELS[a], "pre-train": PRETRAIN_ARMS[m[a]["pretrained"]][0] if m[a]["pretrained"] else "none",
-             "fine-tune tokens": m[a]["tokens"], "fine-tune pruning": m[a]["prune"], "top-1 (%)": m[a]["top1"]}
+             "fine-tune tokens": m[a]["tokens"], "fine-tune pruning": m[a]["prune"],
+             "top-1 (%), mean ± std over seeds": mean_std(m[a]["top1"])}
             for a in LABELS]
     run.save_table(pd.DataFrame(rows), "accuracy", floatfmt=".1f")
-    pan_rows = [{"data": data, "VideoMAE top-1 (%)": m[f"videomae{sfx}"]["top1"],
-                 "EVEREST top-1 (%)": m[f"everest{sfx}"]["top1"],
-                 "EVEREST − VideoMAE": m[f"everest{sfx}"]["top1"] - m[f"videomae{sfx}"]["top1"]}
+    pan_rows = [{"data": data, "VideoMAE top-1 (%)": mean_std(m[f"videomae{sfx}"]["top1"]),
+                 "EVEREST top-1 (%)": mean_std(m[f"everest{sfx}"]["top1"]),
+                 "EVEREST − VideoMAE (paired by seed)": mean_std(gap[sfx])}
                 for data, sfx in [("clean", ""), ("camera pan", "_pan")]]
     run.save_table(pd.DataFrame(pan_rows), "accuracy_pan", floatfmt=".1f")
     budgets = list(cfg.pretrain.budgets)
@@ -187,11 +226,17 @@ def accuracy(run) -> dict:
     for arm, label in [("videomae", "VideoMAE"), ("everest", "EVEREST")]:
         early = read_json(run.out / "metrics" / f"budget_{arm}.json")
         curves[label] = [early[snapshot_name(b)]["top1"] for b in budgets[:-1]] + [m[arm]["top1"]]
-    run.save_figure(plots.budget_figure(budgets, curves, cfg.pretrain.steps), "accuracy_vs_budget")
-    run.save_table(pd.DataFrame({"budget (%)": [100 * b for b in budgets], **curves}), "accuracy_vs_budget", floatfmt=".1f")
+    run.save_figure(plots.budget_figure(budgets, {k: [s["mean"] for s in c] for k, c in curves.items()},
+                                        cfg.pretrain.steps, {k: [s["std"] or 0.0 for s in c] for k, c in curves.items()}),
+                    "accuracy_vs_budget")
+    run.save_table(pd.DataFrame({"budget (%)": [100 * b for b in budgets],
+                                 **{k: [mean_std(s) for s in c] for k, c in curves.items()}}),
+                   "accuracy_vs_budget", floatfmt=".1f")
     out = {arm: {"top1": m[arm]["top1"]} for arm in FINETUNE_ARMS}
-    out["everest_minus_videomae"] = m["everest"]["top1"] - m["videomae"]["top1"]
-    out["pan_everest_minus_videomae"] = m["everest_pan"]["top1"] - m["videomae_pan"]["top1"]
+    out["everest_minus_videomae"] = gap[""]
+    out["pan_everest_minus_videomae"] = gap["_pan"]
+    for arm in ("ascending", "random"):   # the gaps the claims test, paired by seed
+        out[f"everest_minus_{arm}"] = combine([m["everest"]["top1"], m[arm]["top1"]], lambda e, a: e - a)
     out["budget"] = {label: dict(zip([snapshot_name(b) for b in budgets], acc)) for label, acc in curves.items()}
     return out
 
@@ -282,41 +327,49 @@ def token_overlay(run) -> dict:
     from . import plots
 
     cfg = run.cfg
-    torch.manual_seed(derive_seed(run.seed, "init"))
-    init = build_autoencoder(cfg).eval()
-    trained = build_autoencoder(cfg).eval()
-    path = pretrain_dir(run, "everest") / f"{snapshot_name(cfg.pretrain.budgets[-1])}.pt"
-    trained.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    seeds = seeds_of(cfg)
+    models = {}
+    for seed in seeds:   # the initial encoder of each seed and the EVEREST encoder pre-trained from it
+        torch.manual_seed(derive_seed(seed, "init"))
+        init = build_autoencoder(cfg).eval()
+        trained = build_autoencoder(cfg).eval()
+        path = pretrain_dir(run, "everest", seed) / f"{snapshot_name(cfg.pretrain.budgets[-1])}.pt"
+        trained.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        models[seed] = {"init": init, "pretrained": trained}
     if cfg.data.source != "procedural":   # real videos: the figure only (no ground-truth object masks)
-        test = dataset(cfg, run.seed, "test")
+        test = dataset(cfg, seeds[0], "test")
         video = test.batch(torch.arange(min(cfg.overlay.n_show, len(test))))[0][:, 0]
-        kept = selected_mask(trained, video, cfg)
+        kept = selected_mask(models[seeds[0]]["pretrained"], video, cfg)
         run.save_figure(plots.overlay_figure(video, kept, cfg.model.patch, cfg.model.tubelet), "token_overlay")
         run.save_table(pd.DataFrame([{"data": "video", "kept_tokens": int(kept[0].sum())}]), "token_selection")
         return {"kept_tokens": int(kept[0].sum())}
-    out, show = {}, {}
-    for data_name, pan in [("clean", False), ("pan", True)]:
-        clips = dataset(cfg, run.seed, "test", pan)
-        n = min(cfg.overlay.n_clips, len(clips))
-        video = clips.video[:n]
-        cover = token_cover(clips.moving[:n], cfg.model.patch, cfg.model.tubelet)
-        digit = cover >= cfg.overlay.min_cover
-        static = cover == 0
-        for model_name, model in [("init", init), ("pretrained", trained)]:
-            kept = selected_mask(model, video, cfg)
-            out.setdefault(data_name, {})[model_name] = {
-                "moving_digit_recall": float((kept & digit).sum() / digit.sum()),
-                "kept_precision": float((kept & (cover > 0)).sum() / kept.sum()),
-                "static_dropped": float((~kept & static).sum() / static.sum()),
-            }
-            if model_name == "pretrained":
-                show[data_name] = (video[:cfg.overlay.n_show], kept[:cfg.overlay.n_show], clips.moving[:cfg.overlay.n_show])
+    per_seed, show = {}, {}   # (data, encoder, quantity) -> one value per seed
+    for seed in seeds:
+        for data_name, pan in [("clean", False), ("pan", True)]:
+            clips = dataset(cfg, seed, "test", pan)
+            n = min(cfg.overlay.n_clips, len(clips))
+            video = clips.video[:n]
+            cover = token_cover(clips.moving[:n], cfg.model.patch, cfg.model.tubelet)
+            digit = cover >= cfg.overlay.min_cover
+            static = cover == 0
+            for model_name, model in models[seed].items():
+                kept = selected_mask(model, video, cfg)
+                for q, v in [("moving_digit_recall", (kept & digit).sum() / digit.sum()),
+                             ("kept_precision", (kept & (cover > 0)).sum() / kept.sum()),
+                             ("static_dropped", (~kept & static).sum() / static.sum())]:
+                    per_seed.setdefault((data_name, model_name, q), []).append(float(v))
+                if model_name == "pretrained" and seed == seeds[0]:
+                    show[data_name] = (video[:cfg.overlay.n_show], kept[:cfg.overlay.n_show], clips.moving[:cfg.overlay.n_show])
+    out = {}
+    for (data_name, model_name, q), values in per_seed.items():
+        out.setdefault(data_name, {}).setdefault(model_name, {})[q] = sample(values, "seed")
     vid = torch.cat([show["clean"][0], show["pan"][0]])
     kept = torch.cat([show["clean"][1], show["pan"][1]])
     moving = torch.cat([show["clean"][2], show["pan"][2]])
     titles = [f"clean {i}" for i in range(len(show["clean"][0]))] + [f"pan {i}" for i in range(len(show["pan"][0]))]
     run.save_figure(plots.overlay_figure(vid, kept, cfg.model.patch, cfg.model.tubelet, moving, titles), "token_overlay")
-    rows = [{"data": d, "encoder": mname, **vals} for d, ms in out.items() for mname, vals in ms.items()]
+    rows = [{"data": d, "encoder": mname, **{q: mean_std(s, 3) for q, s in vals.items()}}
+            for d, ms in out.items() for mname, vals in ms.items()]
     run.save_table(pd.DataFrame(rows), "token_selection", floatfmt=".3f")
     return out
 

@@ -45,7 +45,7 @@ def reconstruction_view(profile: str, results_dir: str | Path, seed: int = 0):
     """A test clip, EVEREST's visible tokens and the reconstruction of its targets (pre-trained weights)."""
     cfg = config(profile)
     ae = build_autoencoder(cfg).eval()
-    path = Path(results_dir) / "checkpoints" / "pretrain_everest" / "b100.pt"
+    path = Path(results_dir) / "checkpoints" / "pretrain_everest" / f"seed{cfg.seeds[0]}" / "b100.pt"
     ae.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     clips = make_clips(1, derive_seed(seed, "notebook"), speed=cfg.data.speed)
     with torch.no_grad():
