@@ -1,0 +1,36 @@
+"""Experiments: every trained arm runs once per entry of `seeds` and writes samples paired by seed."""
+from pathlib import Path
+
+from papers.everest.experiments import finetune_arm, mean_std, pretrain_dir, run_pretrain, snapshot_name
+from shared.config import load_config
+from shared.experiment import Run
+from shared.samples import combine, is_sample, sample
+
+CONFIG = Path(__file__).resolve().parents[2] / "papers" / "everest" / "config.yaml"
+
+
+def smoke_run(tmp_path, experiment, seeds):
+    cfg = load_config(CONFIG, "smoke", [f"seeds={seeds}", "pretrain.steps=2", "finetune.steps=2"])
+    return Run("everest", experiment, cfg, tmp_path)
+
+
+def test_arms_write_one_value_per_seed(tmp_path):
+    pre = run_pretrain(smoke_run(tmp_path, "pretrain_everest", "[0,1]"), "everest")
+    assert pre["seeds"] == [0, 1]
+    assert is_sample(pre["loss_final"]) and pre["loss_final"]["unit"] == "seed" and pre["loss_final"]["n"] == 2
+    for seed in (0, 1):   # one set of snapshots per seed, where the fine-tunes look for them
+        assert (pretrain_dir(smoke_run(tmp_path, "x", "[0,1]"), "everest", seed) / "b100.pt").is_file()
+    # the two seeds start from different encoders, so their pre-training losses differ
+    assert pre["loss_first"]["values"][0] != pre["loss_first"]["values"][1]
+    runs = {arm: finetune_arm(smoke_run(tmp_path, f"finetune_{arm}", "[0,1]"), arm, snapshot_name(1.0))
+            for arm in ("everest", "random")}
+    for metrics in runs.values():
+        assert metrics["top1"]["unit"] == "seed" and metrics["top1"]["n"] == 2
+        assert all(0.0 <= v <= 100.0 for v in metrics["top1"]["values"])
+    gap = combine([runs["everest"]["top1"], runs["random"]["top1"]], lambda e, r: e - r)
+    assert gap["values"] == [e - r for e, r in zip(runs["everest"]["top1"]["values"], runs["random"]["top1"]["values"])]
+
+
+def test_mean_std_shows_n_and_no_std_at_one_seed():
+    assert mean_std(sample([90.0, 92.0, 94.0], "seed")) == "92.0 ± 2.0 (n=3)"
+    assert mean_std(sample([87.75], "seed")) == "87.8 ± – (n=1)"
