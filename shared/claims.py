@@ -389,9 +389,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.audit:
         from .claims_audit import audit_files
 
-        findings = audit_files(args.claims, args.results)
+        findings, unseen = audit_files(args.claims, args.results)
         for cid, problems in findings.items():
             print(f"{cid}: {'; '.join(problems)}")
+        if unseen:
+            print(f"not audited on data (metric missing in {args.results}): {', '.join(unseen)}")
         print(f"audit: {len(findings)} claim(s) flagged in {len(args.claims)} file(s)")
         sys.exit(1 if findings else 0)
     results = evaluate(args.claims, args.results, args.profile)

@@ -53,9 +53,10 @@ def audit_claim(entry: Mapping, metrics: Mapping | None) -> list[str]:
     return findings
 
 
-def audit_files(claim_files: list[Path], results_dir: Path) -> dict[str, list[str]]:
-    """{claim id: findings} over every claims file, against `results_dir/<paper>/metrics.json`."""
-    flagged = {}
+def audit_files(claim_files: list[Path], results_dir: Path) -> tuple[dict[str, list[str]], list[str]]:
+    """({claim id: findings}, [ids whose metric or ref is missing, so only partly audited]) over
+    every claims file, against `results_dir/<paper>/metrics.json`."""
+    flagged, unseen = {}, []
     for path in sorted(claim_files):
         for entry in load_claims(path):
             metrics_path = Path(results_dir) / entry["paper"] / "metrics.json"
@@ -63,4 +64,9 @@ def audit_files(claim_files: list[Path], results_dir: Path) -> dict[str, list[st
             findings = audit_claim(entry, metrics)
             if findings:
                 flagged[entry["id"]] = findings
-    return flagged
+            keys = [entry["metric"], *([entry["test"]["ref"]] if "ref" in entry["test"] else [])]
+            try:
+                [lookup(metrics or {}, k) for k in keys]
+            except KeyError:
+                unseen.append(entry["id"])
+    return flagged, unseen
