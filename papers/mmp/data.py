@@ -3,10 +3,16 @@
 Generator (all draws from one seed):
 - K morphologies with centres c_k ~ N(0, s² I_d) and noise σ_k; each site has a shift δ_site ~ N(0, s_site² I_d).
 - Patient i: bag size N_i ~ logU[n_min, n_max], proportions p_i ~ Dirichlet(α 1_K), patch labels
-  ~ Categorical(p_i), x = c_k + δ_site + σ_k ε.
+  ~ Categorical(p_i), x = c_k + g_ik s u_k + δ_site + σ_k ε.
+- Grade: a few "graded" morphologies k ∈ G carry a patient-level shift of their mean feature along a
+  unit direction u_k inside the cluster, g_ik ~ N(0, 1) scaled by s (`grade_shift`); the other
+  morphologies have g_ik = 0. This puts risk in the GMM means μ_c, where real (UNI) morphology lives,
+  and not only in the proportions π_c.
 - Transcriptomics: P pathways of 10–60 overlapping genes (of G); activity a_ic = w_cᵀ p_i + u_ic;
   gene_g = Σ_{c ∋ g} L_gc a_ic + noise.
-- Hazard: log h_i = β_hᵀ p_i + β_gᵀ a_i + γ p_{i,k*} a_{i,c*} (the cross term makes fusion pay off).
+- Hazard: log h_i = β_hᵀ z(p_i) + β_sᵀ g_i + β_gᵀ a_i + γ z(p_i)_{k*} a_{i,c*}, with z the
+  standardised proportions: morphology mix (π) and grade (μ) from the slide, a weaker gene term, and
+  a cross term between one morphology and one pathway that only a fused model can use.
 - Weibull times T = (-log U / e^{log h})^{1/k}; censoring C ~ U(0, c_max) with c_max set by
   bisection so that the event rate hits its target (15–40%, like TCGA DSS).
 The true log h is kept, for an oracle c-index.
@@ -27,6 +33,10 @@ class Cohort:
     event: np.ndarray     # bool, True = event observed
     site: np.ndarray      # int site of each patient
     proportions: np.ndarray   # [P, K] true morphology proportions (realised in the bag)
+    grade: np.ndarray     # [P, n_graded] true grade shift g_ik of each graded morphology (units of s)
+    graded: np.ndarray    # the graded morphologies k ∈ G
+    grade_directions: np.ndarray  # [n_graded, d] unit directions u_k
+    cross_pair: tuple     # (k*, c*): the morphology and pathway of the cross term
     activity: np.ndarray  # [P, n_pathways] true pathway activity
     log_hazard: np.ndarray    # true log h (oracle)
     centres: np.ndarray   # [K, d]
@@ -46,10 +56,17 @@ def make_cohort(cfg, seed: int) -> Cohort:
     site = rng.permutation(np.arange(n) % cfg.n_sites)
     props = rng.dirichlet(np.full(k, cfg.dirichlet_alpha), size=n)
     sizes = np.exp(rng.uniform(np.log(cfg.n_patches_min), np.log(cfg.n_patches_max), size=n)).astype(int)
+    graded = rng.choice(k, size=cfg.n_graded, replace=False)
+    directions = rng.normal(size=(cfg.n_graded, d))
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    grade = rng.normal(0, 1, size=(n, cfg.n_graded))
     bags, realised = [], np.zeros((n, k))
     for i in range(n):
         labels = rng.choice(k, size=sizes[i], p=props[i])
-        x = centres[labels] + site_shift[site[i]] + sigma[labels, None] * rng.standard_normal((sizes[i], d))
+        shift = np.zeros((k, d))
+        shift[graded] = cfg.grade_shift * grade[i, :, None] * directions   # g_ik s u_k
+        x = (centres[labels] + shift[labels] + site_shift[site[i]]
+             + sigma[labels, None] * rng.standard_normal((sizes[i], d)))
         bags.append(x.astype(np.float32))
         realised[i] = np.bincount(labels, minlength=k) / sizes[i]
     # transcriptomics
@@ -67,9 +84,11 @@ def make_cohort(cfg, seed: int) -> Cohort:
     beta_g = np.zeros(n_pw)
     active = rng.choice(n_pw, size=cfg.n_active_pathways, replace=False)
     beta_g[active] = rng.normal(0, 1, size=len(active)) * cfg.beta_genomic
+    beta_s = rng.choice([-1.0, 1.0], size=cfg.n_graded) * cfg.beta_grade
     k_star, c_star = int(rng.integers(k)), int(active[0])
     z_p = (realised - realised.mean(0)) / realised.std(0)
-    log_h = z_p @ beta_h + activity @ beta_g + cfg.gamma_cross * z_p[:, k_star] * activity[:, c_star]
+    log_h = (z_p @ beta_h + grade @ beta_s + activity @ beta_g
+             + cfg.gamma_cross * z_p[:, k_star] * activity[:, c_star])
     log_h = log_h - log_h.mean()
     t_event = (-np.log(rng.uniform(size=n)) / np.exp(log_h)) ** (1.0 / cfg.weibull_shape)
     u_cens = rng.uniform(size=n)
@@ -82,7 +101,8 @@ def make_cohort(cfg, seed: int) -> Cohort:
     event = t_event < c_time
     time = np.minimum(t_event, c_time)
     return Cohort(bags=bags, genes=genes.astype(np.float32), pathways=pathways, time=time, event=event,
-                  site=site, proportions=realised, activity=activity, log_hazard=log_h, centres=centres)
+                  site=site, proportions=realised, grade=grade, graded=graded, grade_directions=directions,
+                  cross_pair=(k_star, c_star), activity=activity, log_hazard=log_h, centres=centres)
 
 
 def site_folds(site: np.ndarray, n_folds: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -101,18 +121,24 @@ def stratified_folds(event: np.ndarray, n_folds: int, seed: int) -> list[tuple[n
     return [(tr, te) for tr, te in skf.split(np.zeros(len(event)), event.astype(int))]
 
 
-def breast_cancer(n_groups: int, seed: int):
-    """scikit-survival's breast-cancer cohort (198 patients, 76 genes): gene expression, gene
-    groups from K-means on the gene-gene correlation (stand-ins for pathways), time, event."""
-    from sklearn.cluster import KMeans
+def breast_cancer():
+    """scikit-survival's breast-cancer cohort (198 patients, 76 genes): gene expression, time,
+    event and the gene names."""
     from sksurv.datasets import load_breast_cancer
 
     x, y = load_breast_cancer()
     gene_cols = [c for c in x.columns if c.startswith("X")]
     genes = x[gene_cols].to_numpy(dtype=np.float32)
-    corr = np.corrcoef(genes.T)
-    labels = KMeans(n_clusters=n_groups, n_init=10, random_state=seed).fit_predict(corr)
-    groups = [np.flatnonzero(labels == g) for g in range(n_groups)]
     time = y["t.tdm"].astype(float)
     event = y["e.tdm"].astype(bool)
-    return genes, groups, time, event, gene_cols
+    return genes, time, event, gene_cols
+
+
+def gene_groups(genes: np.ndarray, n_groups: int, seed: int) -> list[np.ndarray]:
+    """Stand-ins for pathways: K-means on the gene-gene correlation of `genes` (call it on a
+    training fold only, so the test patients never shape the groups)."""
+    from sklearn.cluster import KMeans
+
+    corr = np.corrcoef(np.asarray(genes, dtype=float).T)
+    labels = KMeans(n_clusters=n_groups, n_init=10, random_state=seed).fit_predict(corr)
+    return [np.flatnonzero(labels == g) for g in range(n_groups)]

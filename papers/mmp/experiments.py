@@ -1,5 +1,6 @@
-"""The MMP experiments: c-index table, cost vs N, compression, loss ablation, prototype recovery,
-and the real-data (breast cancer) check. Each is `fn(run) -> metrics`."""
+"""The MMP experiments: c-index table (with oracle ceilings), cost vs N (log-log slopes, the OT
+solver's speed-up), compression, loss ablation, prototype recovery, and the real-data (breast cancer)
+check. Each is `fn(run) -> metrics`."""
 from __future__ import annotations
 
 import time as clock
@@ -11,14 +12,30 @@ import torch
 from shared.samples import combine
 from shared.seeding import derive_seed
 
-from .data import breast_cancer, make_cohort, site_folds, stratified_folds
+from .data import breast_cancer, gene_groups, make_cohort, site_folds, stratified_folds
 from .metrics import cindex, fold_sample, risk_groups
 from .models import ABMIL, MMP, FullTokenTransformer, PathwayOnly
 from .panther import aggregate_bags, fit_prototypes, gmm_aggregate, tokens
 from .train import make_batch, predict_risk, train_survival
 
-ARM_NAMES = {"abmil": "ABMIL", "pathway": "Pathway-only", "mmp_trans": "MMP-Trans", "mmp_ot": "MMP-OT",
+ARM_NAMES = {"abmil": "ABMIL", "pathway": "Pathway-only", "mmp_histo": "MMP histology only (official `histo`)",
+             "mmp_gene": "MMP pathways only (official `gene`)", "mmp_trans": "MMP-Trans",
+             "mmp_trans_std_pi": "MMP-Trans", "mmp_ot": "MMP-OT",
              "full_transformer": "Full-token Transformer", "prototype_cox": "Cox-PH on π only (diagnostic)"}
+MMP_ARMS = {"mmp_histo": ("trans", "histo"), "mmp_gene": ("trans", "gene"), "mmp_trans": ("trans", "both"),
+            "mmp_trans_std_pi": ("trans", "both"), "mmp_ot": ("ot", "both")}   # arm -> (fusion, modality)
+
+
+def standardize_pi(arm: str, cfg) -> bool:
+    """Whether `arm` z-scores π in its tokens: `tokens.standardize_pi` (false: the official raw π),
+    except `mmp_trans_std_pi`, the MMP-Trans row that always standardises (the finding's other setting)."""
+    return True if arm == "mmp_trans_std_pi" else bool(cfg.tokens.standardize_pi)
+
+
+def arm_label(arm: str, cfg) -> str:
+    if arm in MMP_ARMS and arm != "mmp_gene":
+        return f"{ARM_NAMES[arm]}, standardize_pi={str(standardize_pi(arm, cfg)).lower()}"
+    return ARM_NAMES[arm]
 
 
 # ----------------------------------------------------------------------------- shared pieces
@@ -32,21 +49,27 @@ def load_cohort(cfg, seed: int):
     raise ValueError(f"data.source must be 'synthetic' or 'tcga', got {cfg.data.source!r}")
 
 
-def prepare_fold(cohort, train_idx, cfg, seed: int, fold: int) -> dict:
+def prepare_fold(cohort, train_idx, cfg, seed: int, fold: int, *, standardize_pi: bool = False) -> dict:
     """Per-fold inputs: prototypes (K-means on training bags), PANTHER tokens of every patient,
-    genes z-scored on the training fold, the bags, and the capped bags of the full-token model."""
+    genes z-scored on the training fold, the bags, and the capped bags of the full-token model.
+    `standardize_pi` z-scores each π_c with the training fold's mean and std (the official token
+    keeps raw π, whose spread across patients is tiny next to μ and Σ); `pi` keeps the raw π."""
     from sklearn.preprocessing import StandardScaler
 
     protos = fit_prototypes([cohort.bags[i] for i in train_idx], cfg.prototypes.n, per_bag=cfg.prototypes.per_bag,
                             seed=derive_seed(seed, "kmeans", fold), max_iter=cfg.prototypes.max_iter,
                             n_init=cfg.prototypes.n_init)
     hist = aggregate_bags(cohort.bags, protos, tau=cfg.panther.tau, eps=cfg.panther.eps, n_iter=cfg.panther.n_iter)
+    pi = hist[:, :, 0].copy()
+    if standardize_pi:
+        mean, std = pi[train_idx].mean(0), pi[train_idx].std(0)
+        hist[:, :, 0] = (pi - mean) / np.where(std > 0, std, 1.0)
     scaler = StandardScaler().fit(cohort.genes[train_idx])
     genes = np.nan_to_num(scaler.transform(cohort.genes)).astype(np.float32)
     rng = np.random.default_rng(derive_seed(seed, "patch_cap", fold))
     cap = cfg.eval.patch_cap
     capped = [b if len(b) <= cap else b[np.sort(rng.choice(len(b), cap, replace=False))] for b in cohort.bags]
-    return {"prototypes": protos,
+    return {"prototypes": protos, "pi": pi,
             "data": {"hist": torch.from_numpy(hist), "genes": torch.from_numpy(genes),
                      "bags": [torch.from_numpy(b) for b in cohort.bags]},
             "capped": [torch.from_numpy(b) for b in capped]}
@@ -55,12 +78,13 @@ def prepare_fold(cohort, train_idx, cfg, seed: int, fold: int) -> dict:
 def build_model(arm: str, cfg, cohort, n_out: int, seed: int):
     torch.manual_seed(seed)
     m, d = cfg.model, cohort.bags[0].shape[1]
-    if arm in ("mmp_trans", "mmp_ot"):
+    if arm in MMP_ARMS:
+        fusion, modality = MMP_ARMS[arm]
         return MMP(2 * d + 1, cfg.prototypes.n, cohort.pathways, dim=m.dim, code_dim=m.code_dim,
-                   snn_dropout=m.snn_dropout, dropout=m.dropout, n_out=n_out,
-                   fusion="trans" if arm == "mmp_trans" else "ot", double_softmax=m.double_softmax,
-                   value_residual=m.value_residual,
-                   ot_reg=cfg.ot.reg, ot_reg_m=cfg.ot.reg_m, ot_iter=cfg.ot.num_iter_max, ot_stop=cfg.ot.stop_thr)
+                   snn_dropout=m.snn_dropout, dropout=m.dropout, n_out=n_out, fusion=fusion, modality=modality,
+                   double_softmax=m.double_softmax, value_residual=m.value_residual,
+                   ot_reg=cfg.ot.reg, ot_reg_m=cfg.ot.reg_m, ot_iter=cfg.ot.num_iter_max, ot_stop=cfg.ot.stop_thr,
+                   ot_solver=cfg.ot.solver)
     if arm == "pathway":
         return PathwayOnly(cohort.pathways, dim=m.dim, snn_dropout=m.snn_dropout, n_out=n_out)
     if arm == "abmil":
@@ -90,7 +114,7 @@ def fit_predict_prototype_cox(cfg, cohort, fold_data, train_idx, test_idx):
     """Diagnostic: a penalised linear Cox-PH (lifelines) on the C mixture weights π alone."""
     from lifelines import CoxPHFitter
 
-    pi = pd.DataFrame(fold_data["data"]["hist"][:, :, 0].numpy()).add_prefix("pi_")
+    pi = pd.DataFrame(fold_data["pi"]).add_prefix("pi_")
     train = pi.iloc[train_idx].assign(T=cohort.time[train_idx], E=cohort.event[train_idx].astype(int))
     cph = CoxPHFitter(penalizer=cfg.eval.prototype_cox_penalizer).fit(train, duration_col="T", event_col="E")
     return cph.predict_partial_hazard(pi.iloc[test_idx]).to_numpy()
@@ -128,13 +152,13 @@ def cindex_arm(arm: str):
         cfg, seed = run.cfg, run.seed
         cohort = load_cohort(cfg, seed)
         folds = site_folds(cohort.site, cfg.eval.n_folds)
-        n_run = {"mmp_ot": cfg.eval.ot_folds, "full_transformer": cfg.eval.transformer_folds}.get(arm, len(folds))
+        n_run = cfg.eval.transformer_folds if arm == "full_transformer" else len(folds)
         scores, oracle, test_sites = [], [], []
         risk_oof = np.full(len(cohort), np.nan)
         pi_oof = np.full((len(cohort), cfg.prototypes.n), np.nan)
         example = {}
         for fold, (tr, te) in enumerate(folds[:n_run]):
-            fd = prepare_fold(cohort, tr, cfg, seed, fold)
+            fd = prepare_fold(cohort, tr, cfg, seed, fold, standardize_pi=standardize_pi(arm, cfg))
             if arm == "prototype_cox":
                 model, risk = None, fit_predict_prototype_cox(cfg, cohort, fd, tr, te)
             else:
@@ -144,14 +168,18 @@ def cindex_arm(arm: str):
             if cohort.log_hazard is not None:
                 oracle.append(cindex(cohort.time[te], cohort.event[te], cohort.log_hazard[te]))
             risk_oof[te] = risk
-            pi_oof[te] = fd["data"]["hist"][te, :, 0].numpy()
+            pi_oof[te] = fd["pi"][te]
             if fold == 0 and arm in ("mmp_trans", "mmp_ot"):   # the fusion map of one test patient
                 with torch.no_grad():
                     _, fmap = model(make_batch(fd["data"], te[:1]), return_map=True)
                 example = {"map": fmap[0].numpy(), "patient": int(te[0])}
         # one c-index per test fold, in fold order; test_sites lets the table check that fold i is
         # the same fold for every arm, so the arms' samples pair by index
-        metrics = {"cindex": fold_sample(scores), "n_folds": len(scores), "test_sites": test_sites}
+        metrics = {"cindex": fold_sample(scores), "n_folds": len(scores), "test_sites": test_sites,
+                   "standardize_pi": standardize_pi(arm, cfg) if arm in MMP_ARMS else None,
+                   # a mean (constant-risk) predictor ties every pair: c-index 0.5 on every test fold
+                   "mean_predictor": fold_sample([cindex(cohort.time[te], cohort.event[te], np.zeros(len(te)))
+                                                  for _, te in folds[:n_run]])}
         if oracle:
             metrics["oracle"] = fold_sample(oracle)
         if arm == "mmp_trans":
@@ -173,6 +201,39 @@ def cindex_arm(arm: str):
     return experiment
 
 
+CEILINGS = {"proportions": "Ceiling: linear Cox on the true proportions p",
+            "grade": "Ceiling: linear Cox on the true grade shifts g",
+            "genes": "Ceiling: linear Cox on the true pathway activities a",
+            "all": "Ceiling: linear Cox on p, g, a and the cross term"}
+
+
+def oracle_ceilings(run) -> dict:
+    """How much each modality's true signal is worth: a penalised linear Cox-PH (lifelines) fitted
+    on the training fold on the generator's true proportions p, true grade shifts g, true pathway
+    activities a (what the genes measure), and all of them with the cross term z(p)_k* a_c*,
+    scored on the test folds that every arm uses."""
+    from lifelines import CoxPHFitter
+
+    cfg, seed = run.cfg, run.seed
+    cohort = make_cohort(cfg.data, seed)
+    folds = site_folds(cohort.site, cfg.eval.n_folds)
+    k_star, c_star = cohort.cross_pair
+    z_p = (cohort.proportions - cohort.proportions.mean(0)) / cohort.proportions.std(0)
+    blocks = {"proportions": z_p[:, :-1],          # p sums to 1: drop one column
+              "grade": cohort.grade, "genes": cohort.activity}
+    blocks["all"] = np.column_stack([blocks["proportions"], cohort.grade, cohort.activity,
+                                     z_p[:, k_star] * cohort.activity[:, c_star]])
+    scores = {key: [] for key in blocks}
+    for tr, te in folds:
+        for key, x in blocks.items():
+            df = pd.DataFrame(x).add_prefix("x")
+            train = df.iloc[tr].assign(T=cohort.time[tr], E=cohort.event[tr].astype(int))
+            cph = CoxPHFitter(penalizer=cfg.eval.prototype_cox_penalizer).fit(train, duration_col="T", event_col="E")
+            scores[key].append(cindex(cohort.time[te], cohort.event[te], cph.predict_log_partial_hazard(df.iloc[te])))
+    return {"ceilings": {key: fold_sample(v) for key, v in scores.items()}, "n_folds": len(folds),
+            "test_sites": [np.unique(cohort.site[te]).tolist() for _, te in folds]}
+
+
 def check_same_folds(parts: dict) -> None:
     """Every arm must have run the first n_folds of one fold order (same test sites), so that fold
     i of one arm's sample pairs with fold i of another's."""
@@ -185,29 +246,44 @@ def check_same_folds(parts: dict) -> None:
 
 
 def cindex_table(run) -> dict:
-    """The c-index table (mean ± std over folds, n folds) of every arm, with the oracle beside it;
-    reads the arms' metrics (metrics/cindex_<arm>.json, written by their own rules). Each arm's
+    """The c-index table (mean ± std over folds, n folds, 90% interval of the mean) of every arm,
+    with the mean-predictor floor, the oracle ceilings and the true log-hazard beside them; reads
+    metrics/cindex_<arm>.json and metrics/oracle_ceilings.json, written by their own rules. Each
     c-index is a fold sample; all arms share the fold order, so samples pair fold by fold."""
+    from shared.intervals import mean_interval
     from shared.io import read_json
 
     cfg = run.cfg
     parts = {arm: read_json(run.out / "metrics" / f"cindex_{arm}.json") for arm in cfg.eval.arms}
     check_same_folds(parts)
+    full = max(parts.values(), key=lambda p: p["n_folds"])
+    ceilings_path = run.out / "metrics" / "oracle_ceilings.json"
+    ceilings = read_json(ceilings_path) if ceilings_path.is_file() else {}
+    if ceilings:
+        check_same_folds({**parts, "oracle_ceilings": ceilings})
+
+    def row(name, s, folds):
+        lo, hi = mean_interval(s["values"])[:2] if s["n"] >= 2 else (float("nan"), float("nan"))
+        return {"model": name, "c-index": fmt(s), "90% interval of the mean": f"[{lo:.3f}, {hi:.3f}]",
+                "mean": s["mean"], "std": s["std"], "folds": folds}
+
     metrics, rows = {}, []
+    metrics["mean_predictor"] = full["mean_predictor"]
+    rows.append(row("Mean predictor (floor: one constant risk)", full["mean_predictor"], full["n_folds"]))
     for arm, part in parts.items():
         metrics[arm] = part["cindex"]
-        rows.append({"model": ARM_NAMES[arm], "c-index": fmt(part["cindex"]), "mean": part["cindex"]["mean"],
-                     "std": part["cindex"]["std"], "folds": part["n_folds"],
-                     "oracle on these folds": fmt(part["oracle"]) if "oracle" in part else "n/a"})
-    full = max(parts.values(), key=lambda p: p["n_folds"])
+        rows.append(row(arm_label(arm, cfg), part["cindex"], part["n_folds"]))
+    for key, label in CEILINGS.items():
+        if key in ceilings.get("ceilings", {}):
+            metrics[f"ceiling_{key}"] = ceilings["ceilings"][key]
+            rows.append(row(label, ceilings["ceilings"][key], ceilings["n_folds"]))
     if "oracle" in full:
         metrics["oracle"] = full["oracle"]
-        rows.append({"model": "Oracle (true log-hazard)", "c-index": fmt(full["oracle"]), "mean": full["oracle"]["mean"],
-                     "std": full["oracle"]["std"], "folds": full["n_folds"], "oracle on these folds": fmt(full["oracle"])})
-    if "mmp_ot" in parts and "mmp_trans" in parts:   # paired: MMP-Trans on the folds MMP-OT ran on
-        n_ot = parts["mmp_ot"]["n_folds"]
-        metrics["mmp_trans_on_ot_folds"] = fold_sample(parts["mmp_trans"]["cindex"]["values"][:n_ot])
-        metrics["ot_minus_trans"] = paired_gap(metrics["mmp_ot"], metrics["mmp_trans_on_ot_folds"])
+        rows.append(row("Oracle (true log-hazard)", full["oracle"], full["n_folds"]))
+    n = len(metrics.get("mmp_trans", {}).get("values", []))
+    for arm in ("abmil", "pathway", "mmp_histo", "mmp_gene", "mmp_ot", "mmp_trans_std_pi"):
+        if arm in parts and "mmp_trans" in parts and parts[arm]["n_folds"] == n:   # paired per-fold gaps
+            metrics[f"trans_minus_{arm}"] = paired_gap(metrics["mmp_trans"], metrics[arm])
     run.save_table(pd.DataFrame(rows), "cindex")
     return metrics
 
@@ -272,65 +348,146 @@ class PeakMemory(torch.utils._python_dispatch.TorchDispatchMode):
         return out
 
 
-def measure(fn, repeats: int) -> tuple[float, int]:
-    """(best wall time in s, peak activation bytes) of `fn()` under no_grad."""
+def measure(fn, repeats: int, memory: bool = True) -> tuple[float, int]:
+    """(best wall time in s, peak activation bytes or 0) of `fn()` under no_grad."""
     with torch.no_grad():
-        with PeakMemory() as mem:
-            fn()
+        peak = 0
+        if memory:
+            with PeakMemory() as mem:
+                fn()
+            peak = mem.peak
+        else:
+            fn()                            # warm-up, as the memory pass is one
         times = []
         for _ in range(repeats):
             t0 = clock.perf_counter()
             fn()
             times.append(clock.perf_counter() - t0)
-    return min(times), mem.peak
+    return min(times), peak
+
+
+def loglog_slope(n, y) -> float:
+    """Least-squares slope of log y against log n: y ∝ n^slope."""
+    return float(np.polyfit(np.log(np.asarray(n, float)), np.log(np.asarray(y, float)), 1)[0])
 
 
 def cost_vs_patches(run) -> dict:
-    """Peak memory and time of one forward pass: MMP (GMM aggregation, fusion) vs the full-token
-    Transformer, for bags of N patches."""
+    """Per patient, end to end: the GMM aggregation of a bag of N patches, then MMP's fusion on the
+    tokens of that bag, against a full-token Transformer on the same bag; peak memory and time of
+    one forward pass for each N, and their log-log slopes over `cost.slope_range`. Each of
+    `cost.seeds` seeds draws new bags and prototypes; times are the best of `cost.repeats`, one
+    slope per seed. Peak memory is deterministic (shapes only): measured on seed 0."""
     cfg, seed = run.cfg, run.seed
     d, n_p = cfg.cost.dim, cfg.data.n_pathways
-    rng = np.random.default_rng(seed)
     pathways = [np.arange(i, i + cfg.data.genes_min) % cfg.data.n_genes for i in range(n_p)]
     cohort_like = type("C", (), {"bags": [np.zeros((1, d), np.float32)], "pathways": pathways})
-    torch.manual_seed(seed)
     mmp = build_model("mmp_trans", cfg, cohort_like, 1, seed).eval()
     full = build_model("full_transformer", cfg, cohort_like, 1, seed).eval()
-    protos = rng.normal(size=(cfg.prototypes.n, d)).astype(np.float32)
-    genes = torch.from_numpy(rng.normal(size=(1, cfg.data.n_genes)).astype(np.float32))
+    agg = dict(tau=cfg.panther.tau, eps=cfg.panther.eps, n_iter=cfg.panther.n_iter)
     rows = []
-    for n in cfg.cost.n_patches:
-        x = torch.from_numpy(rng.normal(size=(n, d)).astype(np.float32))
-        hist = tokens(*gmm_aggregate(x, protos, tau=cfg.panther.tau, eps=cfg.panther.eps))[None]
-        t_agg, m_agg = measure(lambda: gmm_aggregate(x, protos, tau=cfg.panther.tau, eps=cfg.panther.eps,
-                                                     n_iter=cfg.panther.n_iter), cfg.cost.repeats)
-        t_fus, m_fus = measure(lambda: mmp({"hist": hist, "genes": genes}), cfg.cost.repeats)
-        t_full, m_full = measure(lambda: full({"bags": [x], "genes": genes}), cfg.cost.repeats)
-        rows.append({"N": n, "aggregation_s": t_agg, "aggregation_MB": m_agg / 2**20, "fusion_s": t_fus,
-                     "fusion_MB": m_fus / 2**20, "full_token_s": t_full, "full_token_MB": m_full / 2**20})
+    for s in range(cfg.cost.seeds):
+        rng = np.random.default_rng(derive_seed(seed, "cost", s))
+        protos = rng.normal(size=(cfg.prototypes.n, d)).astype(np.float32)
+        genes = torch.from_numpy(rng.normal(size=(1, cfg.data.n_genes)).astype(np.float32))
+        for n in cfg.cost.n_patches:
+            x = torch.from_numpy(rng.normal(size=(n, d)).astype(np.float32))
+            with torch.no_grad():
+                hist = tokens(*gmm_aggregate(x, protos, **agg))[None]     # the tokens of this bag
+            t_agg, m_agg = measure(lambda: gmm_aggregate(x, protos, **agg), cfg.cost.repeats, memory=s == 0)
+            t_fus, m_fus = measure(lambda: mmp({"hist": hist, "genes": genes}), cfg.cost.repeats, memory=s == 0)
+            t_full, m_full = measure(lambda: full({"bags": [x], "genes": genes}), cfg.cost.repeats, memory=s == 0)
+            rows.append({"seed": s, "N": n, "aggregation_s": t_agg, "fusion_s": t_fus, "mmp_s": t_agg + t_fus,
+                         "full_token_s": t_full, "aggregation_MB": m_agg / 2**20, "fusion_MB": m_fus / 2**20,
+                         "full_token_MB": m_full / 2**20})
     df = pd.DataFrame(rows)
-    run.save_table(df, "cost", floatfmt=".4g")
+    lo, hi = cfg.cost.slope_range
+    fit = df[(df.N >= lo) & (df.N <= hi)]
+    slopes = {f"{col}_time_slope": seed_sample([loglog_slope(g.N, g[f"{col}_s"]) for _, g in fit.groupby("seed")])
+              for col in ("aggregation", "fusion", "mmp", "full_token")}
+    mem = fit[fit.seed == 0]
+    for col in ("aggregation", "fusion", "full_token"):
+        slopes[f"{col}_memory_slope"] = loglog_slope(mem.N, mem[f"{col}_MB"])
+    table = df.groupby("N").agg({"aggregation_s": "median", "fusion_s": "median", "mmp_s": "median",
+                                 "full_token_s": "median"}).join(df[df.seed == 0].set_index("N")[
+                                     ["aggregation_MB", "fusion_MB", "full_token_MB"]]).reset_index()
+    slope_row = {"N": f"log-log slope, N in [{fit.N.min():g}, {fit.N.max():g}]"}
+    for col in ("aggregation", "fusion", "mmp", "full_token"):
+        sm = slopes[f"{col}_time_slope"]
+        slope_row[f"{col}_s"] = f"{sm['mean']:.3f}" + (f" ± {sm['std']:.3f}" if sm["std"] is not None else "")
+    for col in ("aggregation", "fusion", "full_token"):
+        slope_row[f"{col}_MB"] = f"{slopes[f'{col}_memory_slope']:.3f}"
+    table = table.astype(object)
+    for col in table.columns:
+        table[col] = [f"{v:.4g}" for v in table[col]]
+    table = pd.concat([table, pd.DataFrame([slope_row])], ignore_index=True)
+    run.save_table(table, "cost", floatfmt=".4g")
     import matplotlib.pyplot as plt
 
+    med = df.groupby("N").median(numeric_only=True).reset_index()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for col, label in (("aggregation", "MMP: GMM aggregation (once per slide)"), ("fusion", "MMP: fusion"),
                        ("full_token", "full-token Transformer")):
-        axes[0].loglog(df.N, df[f"{col}_MB"], "o-", label=label)
-        axes[1].loglog(df.N, df[f"{col}_s"], "o-", label=label)
-    n = df.N.to_numpy(float)
-    axes[0].loglog(n, df.full_token_MB.iloc[-1] * (n / n[-1]) ** 2, "k:", label="∝ N²")
+        axes[0].loglog(med.N, med[f"{col}_MB"], "o-", label=label)
+        axes[1].loglog(med.N, med[f"{col}_s"], "o-", label=label)
+    axes[1].loglog(med.N, med.mmp_s, "s--", label="MMP end to end (aggregation + fusion)")
+    n = med.N.to_numpy(float)
+    axes[0].loglog(n, med.full_token_MB.iloc[-1] * (n / n[-1]) ** 2, "k:", label="∝ N²")
     axes[0].set(xlabel="patches N", ylabel="peak activation memory (MB)", title="Memory of one forward pass")
-    axes[1].set(xlabel="patches N", ylabel="time (s, best of repeats)", title="Time of one forward pass")
-    axes[0].legend()
+    axes[1].set(xlabel="patches N", ylabel=f"time (s, median over {cfg.cost.seeds} seeds of best of repeats)",
+                title="Time of one forward pass")
+    axes[0].legend(fontsize=8)
+    axes[1].legend(fontsize=8)
     fig.tight_layout()
     run.save_figure(fig, "cost")
-    first, last = rows[0], rows[-1]
-    return {"n_patches": [int(v) for v in df.N],
-            "fusion_mb": [float(v) for v in df.fusion_MB], "aggregation_mb": [float(v) for v in df.aggregation_MB],
-            "full_token_mb": [float(v) for v in df.full_token_MB],
-            "fusion_memory_ratio": last["fusion_MB"] / first["fusion_MB"],
-            "aggregation_memory_ratio": last["aggregation_MB"] / first["aggregation_MB"],
-            "full_token_memory_ratio": last["full_token_MB"] / first["full_token_MB"]}
+    speed = ot_speedup(run)
+    return {"n_patches": [int(v) for v in cfg.cost.n_patches], "slope_range": [float(lo), float(hi)],
+            **slopes, "ot_speed": speed}
+
+
+def seed_sample(values) -> dict:
+    """One value per cost seed (each seed draws its own bags and prototypes)."""
+    from shared.samples import sample
+
+    return sample(values, "seed")
+
+
+def ot_speedup(run) -> dict:
+    """Training-step time of MMP-OT (forward + backward of the Cox loss on `cost.ot_batch`
+    patients at this profile's token sizes) with the batched Sinkhorn against POT's per-patient
+    loop; same model, inputs and plans. Best of `cost.ot_steps` steps each."""
+    from .losses import cox_loss
+
+    cfg, seed = run.cfg, run.seed
+    rng = np.random.default_rng(derive_seed(seed, "ot_speed"))
+    d, n_p, b = cfg.data.dim, cfg.data.n_pathways, cfg.cost.ot_batch
+    pathways = [np.arange(i, i + cfg.data.genes_min) % cfg.data.n_genes for i in range(n_p)]
+    cohort_like = type("C", (), {"bags": [np.zeros((1, d), np.float32)], "pathways": pathways})
+    bags = [rng.normal(size=(500, d)).astype(np.float32) for _ in range(b)]
+    protos = rng.normal(size=(cfg.prototypes.n, d)).astype(np.float32)
+    hist = torch.from_numpy(aggregate_bags(bags, protos, tau=cfg.panther.tau, eps=cfg.panther.eps,
+                                           n_iter=cfg.panther.n_iter))
+    batch = {"hist": hist, "genes": torch.from_numpy(rng.normal(size=(b, cfg.data.n_genes)).astype(np.float32))}
+    time_, event = torch.from_numpy(rng.exponential(size=b)), torch.from_numpy(rng.uniform(size=b) < 0.4)
+    times, plans = {}, {}
+    for solver in ("batched", "pot"):
+        model = build_model("mmp_ot", cfg, cohort_like, 1, seed)
+        model.ot_solver = solver
+        model.eval()                        # no dropout: both solvers see the same tokens
+        best = np.inf
+        for _ in range(cfg.cost.ot_steps):
+            model.zero_grad()
+            t0 = clock.perf_counter()
+            out, plan = model(batch, return_map=True)
+            cox_loss(out[:, 0], time_, event).backward()
+            best = min(best, clock.perf_counter() - t0)
+        times[solver], plans[solver] = best, plan.detach()
+    diff = float((plans["batched"] - plans["pot"]).abs().max() / plans["pot"].abs().max())
+    run.save_table(pd.DataFrame([{"solver": "POT, one patient at a time (official)", "step_s": times["pot"]},
+                                 {"solver": "kernels.sinkhorn_unbalanced, whole batch", "step_s": times["batched"]},
+                                 {"solver": f"speed-up (batch of {b}; plans agree to {diff:.1e} relative)",
+                                  "step_s": times["pot"] / times["batched"]}]), "ot_speed", floatfmt=".4g")
+    return {"pot_step_s": times["pot"], "batched_step_s": times["batched"],
+            "speedup": times["pot"] / times["batched"], "plan_max_rel_diff": diff, "batch": b}
 
 
 # ----------------------------------------------------------------------------- 3. compression
@@ -363,7 +520,7 @@ def loss_ablation(run) -> dict:
     folds = site_folds(cohort.site, cfg.eval.n_folds)[:cfg.ablation.folds]
     res = {"cox_batch": [], "nll_batch1": []}
     for fold, (tr, te) in enumerate(folds):
-        fd = prepare_fold(cohort, tr, cfg, seed, fold)
+        fd = prepare_fold(cohort, tr, cfg, seed, fold, standardize_pi=standardize_pi("mmp_trans", cfg))
         _, risk = fit_predict("mmp_trans", cfg, cohort, fd, tr, te, seed, fold, loss="cox")
         res["cox_batch"].append(cindex(cohort.time[te], cohort.event[te], risk))
         _, risk = fit_predict("mmp_trans", cfg, cohort, fd, tr, te, seed, fold, loss="nll",
@@ -414,17 +571,19 @@ def prototype_recovery(run) -> dict:
 
 # ----------------------------------------------------------------------------- real data
 def breast_cancer_check(run) -> dict:
-    """scikit-survival's breast-cancer genes (gene clusters as pathways): the pathway-token model
-    against a penalised Cox-PH (lifelines) on the same stratified folds."""
+    """scikit-survival's breast-cancer genes (gene clusters, fitted on each training fold, as
+    pathways): the pathway-token model against a penalised Cox-PH (lifelines) on the same
+    stratified folds."""
     from lifelines import CoxPHFitter
     from sklearn.preprocessing import StandardScaler
 
     cfg, seed, bc = run.cfg, run.seed, run.cfg.breast_cancer
-    genes, groups, time, event, names = breast_cancer(bc.n_groups, seed)
+    genes, time, event, names = breast_cancer()
     res = {"pathway_tokens": [], "coxph": []}
     for fold, (tr, te) in enumerate(stratified_folds(event, bc.n_folds, seed)):
         scaler = StandardScaler().fit(genes[tr])
         z = scaler.transform(genes).astype(np.float32)
+        groups = gene_groups(genes[tr], bc.n_groups, derive_seed(seed, "gene_groups", fold))   # training fold only
         torch.manual_seed(derive_seed(seed, "init", fold))
         model = PathwayOnly(groups, dim=cfg.model.dim, snn_dropout=cfg.model.snn_dropout, n_out=1)
         data = {"genes": torch.from_numpy(z)}
@@ -448,7 +607,8 @@ def breast_cancer_check(run) -> dict:
     return metrics
 
 
-EXPERIMENTS = {**{f"cindex_{arm}": cindex_arm(arm) for arm in ARM_NAMES}, "cindex": cindex_table, "cost": cost_vs_patches, "compression": compression,
+EXPERIMENTS = {**{f"cindex_{arm}": cindex_arm(arm) for arm in ARM_NAMES}, "oracle_ceilings": oracle_ceilings,
+               "cindex": cindex_table, "cost": cost_vs_patches, "compression": compression,
                "loss_ablation": loss_ablation, "recovery": prototype_recovery, "breast_cancer": breast_cancer_check}
 
 

@@ -91,5 +91,6 @@ def load_tcga_cohort(full_cfg) -> Cohort:
     site_codes = {s: i for i, s in enumerate(sorted(surv["site"].unique()))}
     return Cohort(bags=[bags[c] for c in cases], genes=rna.loc[cases, genes].to_numpy(np.float32),
                   pathways=pathways, time=surv["time"].to_numpy(), event=surv["event"].to_numpy(),
-                  site=surv["site"].map(site_codes).to_numpy(), proportions=None, activity=None,
-                  log_hazard=None, centres=None)
+                  site=surv["site"].map(site_codes).to_numpy(), proportions=None, grade=None,
+                  graded=None, grade_directions=None, cross_pair=None, activity=None, log_hazard=None,
+                  centres=None)

@@ -11,8 +11,12 @@ each of the T = P + C tokens gets a learnable code (N(0,1)) appended, d_model = 
     out = A V (no residual [code]) → per-token FFN (LN → Linear → GELU → Dropout → Linear) → LN
     η = Linear([mean_P out ‖ mean_H out], no bias)
 MMP-OT replaces the cross-modal blocks by an unbalanced entropic OT plan between the two token sets
-(POT, torch backend, reg_type='entropy'): Z_P' = Pᵀ Z_H, Z_H' = P Z_P, then self-attention within
-each group only.
+(reg_type='entropy', K = e^{-M/reg}): Z_P' = Pᵀ Z_H, Z_H' = P Z_P, then self-attention within
+each group only. The plans of a whole batch are solved at once by `kernels.sinkhorn_unbalanced`
+(POT's iteration and per-problem stopping rule, gradients by unrolled autograd as POT's torch
+backend gives them); `ot_solver="pot"` runs POT one patient at a time, as the official code does.
+The official unimodal arms (`modality="histo"` / `"gene"`) keep only self-attention within each
+group and put the head on that group's mean.
 """
 from __future__ import annotations
 
@@ -75,6 +79,28 @@ class PerTokenFFN(nn.Module):
         return torch.einsum("btd,tde->bte", x, self.w2) + self.b2
 
 
+def ot_cost(z_h: torch.Tensor, z_p: torch.Tensor) -> torch.Tensor:
+    """[.., C, P] cost (float64): each token shifted by its own minimum, squared Euclidean
+    distance, divided by each patient's maximum."""
+    zh = z_h.double() - z_h.double().min(-1, keepdim=True).values
+    zp = z_p.double() - z_p.double().min(-1, keepdim=True).values
+    cost = torch.cdist(zh, zp) ** 2
+    return cost / cost.amax((-2, -1), keepdim=True)
+
+
+def batched_ot_plans(z_h: torch.Tensor, z_p: torch.Tensor, reg: float, reg_m: float, num_iter_max: int,
+                     stop_thr: float) -> torch.Tensor:
+    """Plans [B, C, P] of a batch of patients in one batched unbalanced Sinkhorn (float64,
+    uniform marginals, differentiable by unrolled autograd): `kernels.sinkhorn_unbalanced`."""
+    from kernels.sinkhorn_unbalanced import sinkhorn_unbalanced
+
+    cost = ot_cost(z_h, z_p)
+    b, c, p = cost.shape
+    a = torch.full((b, c), 1.0 / c, dtype=torch.float64, device=cost.device)
+    w = torch.full((b, p), 1.0 / p, dtype=torch.float64, device=cost.device)
+    return sinkhorn_unbalanced(a, w, cost, reg, reg_m, num_iter_max, stop_thr).to(z_h.dtype)
+
+
 def unbalanced_ot_plan(z_h: torch.Tensor, z_p: torch.Tensor, reg: float, reg_m: float,
                        num_iter_max: int, stop_thr: float) -> torch.Tensor:
     """Transport plan [C, P] between histology and pathway tokens of one patient (float64,
@@ -84,12 +110,9 @@ def unbalanced_ot_plan(z_h: torch.Tensor, z_p: torch.Tensor, reg: float, reg_m: 
     """
     import ot
 
-    zh = z_h.double() - z_h.double().min(-1, keepdim=True).values
-    zp = z_p.double() - z_p.double().min(-1, keepdim=True).values
-    cost = torch.cdist(zh, zp) ** 2
-    cost = cost / cost.max()
-    a = torch.full((zh.shape[0],), 1.0 / zh.shape[0], dtype=torch.float64, device=zh.device)
-    b = torch.full((zp.shape[0],), 1.0 / zp.shape[0], dtype=torch.float64, device=zh.device)
+    cost = ot_cost(z_h, z_p)
+    a = torch.full((cost.shape[0],), 1.0 / cost.shape[0], dtype=torch.float64, device=cost.device)
+    b = torch.full((cost.shape[1],), 1.0 / cost.shape[1], dtype=torch.float64, device=cost.device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # POT warns that reg_type='entropy' overwrites c
         plan = ot.unbalanced.sinkhorn_unbalanced(a, b, cost, reg, reg_m, method="sinkhorn", reg_type="entropy",
@@ -98,17 +121,25 @@ def unbalanced_ot_plan(z_h: torch.Tensor, z_p: torch.Tensor, reg: float, reg_m: 
 
 
 class MMP(nn.Module):
-    """MMP-Trans (fusion='trans') or MMP-OT (fusion='ot') over PANTHER and pathway tokens."""
+    """MMP-Trans (fusion='trans') or MMP-OT (fusion='ot') over PANTHER and pathway tokens;
+    modality 'histo' or 'gene' gives the official unimodal arms (self-attention within each group,
+    the head on one group's mean)."""
 
     def __init__(self, hist_dim: int, n_prototypes: int, pathways: list, *, dim: int, code_dim: int,
-                 snn_dropout: float, dropout: float, n_out: int, fusion: str = "trans",
+                 snn_dropout: float, dropout: float, n_out: int, fusion: str = "trans", modality: str = "both",
                  double_softmax: bool = True, value_residual: bool = False, ot_reg: float = 0.1, ot_reg_m: float = 0.5,
-                 ot_iter: int = 1000, ot_stop: float = 1e-6):
+                 ot_iter: int = 1000, ot_stop: float = 1e-6, ot_solver: str = "batched"):
         super().__init__()
         if fusion not in ("trans", "ot"):
             raise ValueError(f"fusion must be 'trans' or 'ot', got {fusion!r}")
-        self.fusion, self.double_softmax, self.value_residual = fusion, double_softmax, value_residual
+        if modality not in ("both", "histo", "gene"):
+            raise ValueError(f"modality must be 'both', 'histo' or 'gene', got {modality!r}")
+        if ot_solver not in ("batched", "pot"):
+            raise ValueError(f"ot_solver must be 'batched' (kernels.sinkhorn_unbalanced) or 'pot', got {ot_solver!r}")
+        self.fusion, self.modality = fusion, modality
+        self.double_softmax, self.value_residual = double_softmax, value_residual
         self.ot = dict(reg=ot_reg, reg_m=ot_reg_m, num_iter_max=ot_iter, stop_thr=ot_stop)
+        self.ot_solver = ot_solver
         self.n_p, self.n_h = len(pathways), n_prototypes
         self.pathway_tokens = PathwayTokens(pathways, dim, snn_dropout)
         self.hist_proj = nn.Linear(hist_dim, dim)
@@ -119,7 +150,7 @@ class MMP(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * self.attn_dim, bias=False)
         self.ffn = PerTokenFFN(self.n_p + self.n_h, self.attn_dim, dropout)
         self.out_norm = nn.LayerNorm(self.attn_dim)
-        self.head = nn.Linear(2 * self.attn_dim, n_out, bias=False)
+        self.head = nn.Linear((2 if modality == "both" else 1) * self.attn_dim, n_out, bias=False)
 
     def tokens(self, batch) -> torch.Tensor:
         """[B, P + C, d_model]: pathway tokens first, then histology tokens, each with its code."""
@@ -131,6 +162,11 @@ class MMP(nn.Module):
         q, k, v = self.qkv(self.norm(z)).chunk(3, dim=-1)
         s = q @ k.transpose(1, 2) / math.sqrt(self.attn_dim)
         p = self.n_p
+        if self.modality != "both":      # unimodal arms: self-attention within each group only
+            block = torch.zeros_like(s, dtype=torch.bool)
+            block[:, :p, :p] = block[:, p:, p:] = True
+            attn = torch.softmax(s.masked_fill(~block, -torch.inf), dim=-1)
+            return attn, attn @ v + v if self.value_residual else attn @ v
         a_p = torch.softmax(s[:, :p], dim=-1)
         cross = torch.softmax(s[:, p:, :p], dim=-1) if self.double_softmax else s[:, p:, :p]
         a_h = torch.softmax(torch.cat([cross, s[:, p:, p:]], dim=-1), dim=-1)
@@ -140,7 +176,10 @@ class MMP(nn.Module):
     def transport(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """MMP-OT: plans [B, C, P], then self-attention within each group on the transported tokens."""
         p = self.n_p
-        plans = torch.stack([unbalanced_ot_plan(zi[p:], zi[:p], **self.ot) for zi in z])
+        if self.ot_solver == "batched":
+            plans = batched_ot_plans(z[:, p:], z[:, :p], **self.ot)
+        else:
+            plans = torch.stack([unbalanced_ot_plan(zi[p:], zi[:p], **self.ot) for zi in z])
         z_p = plans.transpose(1, 2) @ z[:, p:]     # histology content on pathway slots
         z_h = plans @ z[:, :p]                     # pathway content on histology slots
         out = []
@@ -154,7 +193,9 @@ class MMP(nn.Module):
         z = self.tokens(batch)
         fmap, h = self.attention(z) if self.fusion == "trans" else self.transport(z)
         h = self.out_norm(self.ffn(h))
-        out = self.head(torch.cat([h[:, :self.n_p].mean(1), h[:, self.n_p:].mean(1)], dim=-1))
+        pooled = {"gene": h[:, :self.n_p].mean(1), "histo": h[:, self.n_p:].mean(1)}
+        out = self.head(torch.cat([pooled["gene"], pooled["histo"]], dim=-1) if self.modality == "both"
+                        else pooled[self.modality])
         return (out, fmap) if return_map else out
 
 
