@@ -418,7 +418,7 @@ def cost_vs_patches(run) -> dict:
         slope_row[f"{col}_MB"] = f"{slopes[f'{col}_memory_slope']:.3f}"
     table = table.astype(object)
     for col in table.columns:
-        table[col] = [f"{v:.4g}" for v in table[col]]
+        table[col] = [str(int(v)) if col == "N" else f"{v:.4g}" for v in table[col]]
     table = pd.concat([table, pd.DataFrame([slope_row])], ignore_index=True)
     run.save_table(table, "cost", floatfmt=".4g")
     import matplotlib.pyplot as plt

@@ -1,5 +1,8 @@
 """The peak-memory tracker behind the cost figure, and the compression arithmetic."""
+import pytest
 import torch
+
+from conftest import REPO
 
 from papers.mmp.experiments import PeakMemory
 
@@ -24,3 +27,48 @@ def test_peak_memory_grows_quadratically_for_attention():
         return mem.peak
 
     assert attn(200) / attn(100) > 3.5
+
+
+def test_loglog_slope_recovers_a_power_law():
+    import numpy as np
+
+    from papers.mmp.experiments import loglog_slope
+
+    n = np.array([100, 300, 1000, 3000, 10000])
+    assert loglog_slope(n, 3 * n ** 2.0) == pytest.approx(2.0)
+    assert loglog_slope(n, 5 + 0 * n) == pytest.approx(0.0, abs=1e-12)
+    assert loglog_slope(n, n + 1e3) < 0.8      # an offset bends the fit below 1
+
+
+def test_cost_experiment_writes_slopes_per_seed_and_the_ot_speedup(tmp_path):
+    from papers.mmp.experiments import cost_vs_patches
+    from shared.config import load_config
+    from shared.experiment import Run
+
+    cfg = load_config(REPO / "papers" / "mmp" / "config.yaml", "smoke")
+    metrics = cost_vs_patches(Run("mmp", "cost", cfg, tmp_path))
+    for key in ("aggregation_time_slope", "fusion_time_slope", "mmp_time_slope", "full_token_time_slope"):
+        assert metrics[key]["unit"] == "seed" and metrics[key]["n"] == cfg.cost.seeds
+    # memory depends on shapes only: a plain number; the full-token model's grows faster than linear
+    assert isinstance(metrics["full_token_memory_slope"], float) and metrics["full_token_memory_slope"] > 1.3
+    assert metrics["fusion_memory_slope"] == pytest.approx(0.0, abs=1e-9)
+    assert metrics["ot_speed"]["plan_max_rel_diff"] < 1e-6 and metrics["ot_speed"]["speedup"] > 0
+    assert "log-log slope" in (tmp_path / "tables" / "cost.md").read_text()
+
+
+def test_breast_cancer_gene_groups_see_only_the_training_fold(tmp_path, monkeypatch):
+    import papers.mmp.experiments as ex
+    from shared.config import load_config
+    from shared.experiment import Run
+
+    seen = []
+    real = ex.gene_groups
+
+    def spy(genes, n_groups, seed):
+        seen.append(len(genes))
+        return real(genes, n_groups, seed)
+
+    monkeypatch.setattr(ex, "gene_groups", spy)
+    cfg = load_config(REPO / "papers" / "mmp" / "config.yaml", "smoke")
+    ex.breast_cancer_check(Run("mmp", "breast_cancer", cfg, tmp_path))
+    assert len(seen) == cfg.breast_cancer.n_folds and all(n < 198 for n in seen)

@@ -92,3 +92,84 @@ def test_generator_is_seeded_and_in_range():
     sizes = [len(x) for x in a.bags]
     assert cfg.data.n_patches_min <= min(sizes) and max(sizes) <= cfg.data.n_patches_max
     np.testing.assert_allclose(a.proportions.sum(1), 1.0)
+
+
+def test_batched_ot_plans_and_gradients_match_pot_per_patient():
+    """The batched Sinkhorn (kernels.sinkhorn_unbalanced) against POT's torch backend, one patient at
+    a time as the official code runs it: plans and the gradients of a loss through them, float64."""
+    import ot
+
+    from papers.mmp.models import batched_ot_plans
+
+    rng = np.random.default_rng(1)
+    scale = torch.tensor([0.5, 1.0, 3.0, 8.0])[:, None, None]          # patients stop at different iterations
+    z_h0 = torch.tensor(rng.normal(size=(4, 16, 12))) * scale
+    z_p0 = torch.tensor(rng.normal(size=(4, 50, 12)))
+    weight = torch.tensor(rng.normal(size=(16, 50)))
+
+    z_h, z_p = z_h0.clone().requires_grad_(True), z_p0.clone().requires_grad_(True)
+    plans = batched_ot_plans(z_h, z_p, reg=0.1, reg_m=0.5, num_iter_max=1000, stop_thr=1e-6)
+    (plans * weight).sum().backward()
+
+    ref_plans, ref_gh, ref_gp = [], [], []
+    for i in range(4):
+        zh, zp = z_h0[i].clone().requires_grad_(True), z_p0[i].clone().requires_grad_(True)
+        a, b = zh - zh.min(-1, keepdim=True).values, zp - zp.min(-1, keepdim=True).values
+        cost = torch.cdist(a, b) ** 2
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            plan = ot.unbalanced.sinkhorn_knopp_unbalanced(torch.full((16,), 1 / 16, dtype=torch.float64),
+                                                           torch.full((50,), 1 / 50, dtype=torch.float64),
+                                                           cost / cost.max(), 0.1, 0.5, reg_type="entropy",
+                                                           numItermax=1000, stopThr=1e-6)
+        (plan * weight).sum().backward()
+        ref_plans.append(plan.detach())
+        ref_gh.append(zh.grad)
+        ref_gp.append(zp.grad)
+    torch.testing.assert_close(plans.detach(), torch.stack(ref_plans), rtol=1e-6, atol=1e-12)
+    torch.testing.assert_close(z_h.grad, torch.stack(ref_gh), rtol=1e-6, atol=1e-10)
+    torch.testing.assert_close(z_p.grad, torch.stack(ref_gp), rtol=1e-6, atol=1e-10)
+
+
+def test_mmp_ot_batched_solver_trains_like_the_pot_loop():
+    """One MMP-OT training step: same loss and parameter gradients with either solver."""
+    from papers.mmp.losses import cox_loss
+
+    batch = {"hist": torch.randn(6, 3, 9), "genes": torch.randn(6, 30)}
+    time, event = torch.rand(6), torch.tensor([1, 0, 1, 1, 0, 1], dtype=torch.bool)
+    grads = {}
+    for solver in ("batched", "pot"):
+        model = mmp("ot").eval()
+        model.ot_solver = solver
+        cox_loss(model(batch)[:, 0], time, event).backward()
+        grads[solver] = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+    torch.testing.assert_close(grads["batched"], grads["pot"], rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("modality,ignored", [("histo", "genes"), ("gene", "hist")])
+def test_unimodal_arms_ignore_the_other_modality(modality, ignored):
+    torch.manual_seed(0)
+    pathways = [np.arange(i, i + 5) for i in range(0, 30, 5)]
+    model = MMP(9, 3, pathways, dim=8, code_dim=4, snn_dropout=0.25, dropout=0.1, n_out=1,
+                modality=modality).eval()
+    batch = {"hist": torch.randn(5, 3, 9), "genes": torch.randn(5, 30)}
+    other = dict(batch, **{ignored: torch.randn_like(batch[ignored])})
+    torch.testing.assert_close(model(batch), model(other))
+    kept = "hist" if ignored == "genes" else "genes"
+    assert not torch.allclose(model(batch), model(dict(batch, **{kept: torch.randn_like(batch[kept])})))
+
+
+def test_standardize_pi_zscores_pi_on_the_training_fold_only():
+    from papers.mmp.data import make_cohort, site_folds
+    from papers.mmp.experiments import prepare_fold
+
+    cfg = load_config(CFG, "smoke")
+    cohort = make_cohort(cfg.data, 0)
+    tr, te = site_folds(cohort.site, cfg.eval.n_folds)[0]
+    raw = prepare_fold(cohort, tr, cfg, 0, 0)
+    std = prepare_fold(cohort, tr, cfg, 0, 0, standardize_pi=True)
+    pi = std["data"]["hist"][:, :, 0].numpy()
+    np.testing.assert_allclose(pi[tr].mean(0), 0, atol=1e-5)
+    np.testing.assert_allclose(pi[tr].std(0), 1, atol=1e-4)
+    np.testing.assert_array_equal(std["data"]["hist"][:, :, 1:], raw["data"]["hist"][:, :, 1:])   # μ, Σ untouched
+    np.testing.assert_array_equal(std["pi"], raw["data"]["hist"][:, :, 0].numpy())               # raw π kept
