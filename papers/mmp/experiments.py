@@ -173,6 +173,8 @@ def cindex_arm(arm: str):
                 with torch.no_grad():
                     _, fmap = model(make_batch(fd["data"], te[:1]), return_map=True)
                 example = {"map": fmap[0].numpy(), "patient": int(te[0])}
+            if fold == 0 and arm in MMP_ARMS and arm != "mmp_gene":
+                spread = token_spread(model, fd["data"]["hist"])
         # one c-index per test fold, in fold order; test_sites lets the table check that fold i is
         # the same fold for every arm, so the arms' samples pair by index
         metrics = {"cindex": fold_sample(scores), "n_folds": len(scores), "test_sites": test_sites,
@@ -182,6 +184,8 @@ def cindex_arm(arm: str):
                                                   for _, te in folds[:n_run]])}
         if oracle:
             metrics["oracle"] = fold_sample(oracle)
+        if arm in MMP_ARMS and arm != "mmp_gene":
+            metrics["token_spread"] = spread
         if arm == "mmp_trans":
             done = ~np.isnan(risk_oof)
             groups = risk_groups(cohort.time[done], cohort.event[done], risk_oof[done])
@@ -232,6 +236,20 @@ def oracle_ceilings(run) -> dict:
             scores[key].append(cindex(cohort.time[te], cohort.event[te], cph.predict_log_partial_hazard(df.iloc[te])))
     return {"ceilings": {key: fold_sample(v) for key, v in scores.items()}, "n_folds": len(folds),
             "test_sites": [np.unique(cohort.site[te]).tolist() for _, te in folds]}
+
+
+@torch.no_grad()
+def token_spread(model, hist: torch.Tensor) -> dict:
+    """How much the π part and the μ, Σ part of the projected histology tokens vary across patients
+    (the trained `hist_proj` of fold 0, over every patient): for each prototype c, the norm of the
+    across-patient std of W_π π_c and of W_μΣ [μ_c, Σ_c], averaged over c; also π's own std."""
+    w, x = model.hist_proj.weight, hist.to(model.hist_proj.weight.dtype)        # [D, 2d+1], [P, C, 2d+1]
+    pi_part = x[..., :1] * w[:, 0]                                              # [P, C, D]
+    rest_part = x[..., 1:] @ w[:, 1:].T
+    pi_spread = float(pi_part.std(0).norm(dim=-1).mean())
+    rest_spread = float(rest_part.std(0).norm(dim=-1).mean())
+    return {"pi_input_std": float(x[..., 0].std(0).mean()), "pi_projected": pi_spread,
+            "mu_sigma_projected": rest_spread, "ratio": rest_spread / pi_spread}
 
 
 def check_same_folds(parts: dict) -> None:
@@ -285,6 +303,12 @@ def cindex_table(run) -> dict:
         if arm in parts and "mmp_trans" in parts and parts[arm]["n_folds"] == n:   # paired per-fold gaps
             metrics[f"trans_minus_{arm}"] = paired_gap(metrics["mmp_trans"], metrics[arm])
     run.save_table(pd.DataFrame(rows), "cindex")
+    spread = [{"arm": arm_label(arm, cfg), "π std (input)": part["token_spread"]["pi_input_std"],
+               "π part, projected": part["token_spread"]["pi_projected"],
+               "μ, Σ part, projected": part["token_spread"]["mu_sigma_projected"],
+               "ratio μΣ / π": part["token_spread"]["ratio"]} for arm, part in parts.items() if "token_spread" in part]
+    run.save_table(pd.DataFrame(spread, columns=["arm", "π std (input)", "π part, projected", "μ, Σ part, projected",
+                                                 "ratio μΣ / π"]), "token_spread", floatfmt=".4g")
     return metrics
 
 

@@ -8,7 +8,7 @@ MMP_ARMS = ["abmil", "pathway", "mmp_histo", "mmp_gene", "mmp_trans", "mmp_trans
 MMP_EXPERIMENTS = [f"cindex_{a}" for a in MMP_ARMS] + ["oracle_ceilings", "cindex", "cost", "compression", "loss_ablation", "recovery", "breast_cancer"]
 PAPER_METRICS["mmp"] = [f"{MMP}/metrics/{e}.json" for e in MMP_EXPERIMENTS]
 MMP_ARM_METRICS = [f"{MMP}/metrics/cindex_{a}.json" for a in MMP_ARMS]
-PAPER_TARGETS.extend(prov(f"{MMP}/tables/cindex.md", f"{MMP}/figures/interpretability.png",
+PAPER_TARGETS.extend(prov(f"{MMP}/tables/cindex.md", f"{MMP}/tables/token_spread.md", f"{MMP}/figures/interpretability.png",
                           f"{MMP}/figures/cost.png", f"{MMP}/tables/cost.md", f"{MMP}/tables/ot_speed.md", f"{MMP}/tables/compression.md",
                           f"{MMP}/tables/loss_ablation.md", f"{MMP}/figures/recovery.png",
                           f"{MMP}/tables/recovery.md", f"{MMP}/tables/breast_cancer.md"))
@@ -46,7 +46,8 @@ rule mmp_oracle_ceilings:
 rule mmp_cindex_table:
     input: MMP_CFG, MMP_ARM_METRICS, f"{MMP}/metrics/oracle_ceilings.json"
     output:
-        prov(f"{MMP}/metrics/cindex.json", f"{MMP}/tables/cindex.csv", f"{MMP}/tables/cindex.md")
+        prov(f"{MMP}/metrics/cindex.json", f"{MMP}/tables/cindex.csv", f"{MMP}/tables/cindex.md",
+             f"{MMP}/tables/token_spread.csv", f"{MMP}/tables/token_spread.md")
     threads: 1
     shell: experiment_cmd("mmp", "cindex")
 

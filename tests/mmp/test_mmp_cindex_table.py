@@ -29,7 +29,9 @@ def write_arms(tmp_path, sites=SITES):
         n = len(values)
         write_json(tmp_path / "metrics" / f"cindex_{arm}.json",
                    {"cindex": sample(values, "fold"), "n_folds": n, "test_sites": sites[:n],
-                    "oracle": sample(ORACLE[:n], "fold"), "mean_predictor": sample([0.5] * n, "fold")})
+                    "oracle": sample(ORACLE[:n], "fold"), "mean_predictor": sample([0.5] * n, "fold"),
+                    **({"token_spread": {"pi_input_std": 0.06, "pi_projected": 0.01, "mu_sigma_projected": 0.3,
+                                         "ratio": 30.0}} if arm == "mmp_trans" else {})})
     write_json(tmp_path / "metrics" / "oracle_ceilings.json",
                {"ceilings": {k: sample(v, "fold") for k, v in CEILINGS.items()}, "n_folds": 5, "test_sites": sites})
 
@@ -53,6 +55,8 @@ def test_cindex_table_keeps_fold_samples_floor_and_ceilings(tmp_path):
     assert "standardize_pi=false" in table and "standardize_pi=true" in table
     assert "Mean predictor" in table and "[0.500, 0.500]" in table
     assert "true grade shifts" in table
+    spread = (tmp_path / "tables" / "token_spread.md").read_text()
+    assert "MMP-Trans, standardize_pi=false" in spread and "30" in spread
 
 
 def test_cindex_table_refuses_arms_on_different_folds(tmp_path):
