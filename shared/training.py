@@ -3,6 +3,11 @@
 Resume is exact: checkpoints are taken at epoch ends (`last.ckpt`), every training step re-seeds
 the global RNGs from (seed, step), and `EpochSeededSampler` shuffles from (seed, epoch), so a run
 killed at any point and resumed gives the same weights as an uninterrupted one.
+
+Resume is keyed (`shared.run_cache`): `fit` resumes from `last.ckpt` only when the key written beside
+it (`last.ckpt.key.json`: the seed, and the hash of `make_trainer(cache_config=...)` when given)
+equals this run's. Otherwise it logs one line saying why and trains from scratch, so an edited
+config rerun into the same folder does not silently continue the old run.
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
+from . import run_cache
 from .seeding import derive_seed, seed_everything
 
 CKPT_NAME = "last"
@@ -59,7 +65,16 @@ def _callbacks(seed: int):
             np.random.seed(step_seed)
             torch.manual_seed(step_seed)
 
-    return [StepReseed()]
+    class WriteCacheKey(Callback):
+        """Write the run's key beside `last.ckpt` once training starts (after Lightning's setup, which
+        warns about a non-empty checkpoint folder), so a run killed later resumes under its key."""
+
+        def on_train_start(self, trainer, pl_module) -> None:
+            key = getattr(trainer, "cache_key", None)
+            if key is not None:
+                run_cache.write_key(Path(trainer.default_root_dir) / "checkpoints" / f"{CKPT_NAME}.ckpt", key)
+
+    return [StepReseed(), WriteCacheKey()]
 
 
 def make_trainer(
@@ -75,10 +90,13 @@ def make_trainer(
     gradient_clip_val: float | None = None,
     log_every_n_steps: int = 10,
     callbacks: list | None = None,
+    cache_config: dict | None = None,
 ):
     """A deterministic `lightning.Trainer` that checkpoints `last.ckpt` under `out_dir/checkpoints`.
 
     progress: show a progress bar (default: yes, except under CI=true).
+    cache_config: what decides the trained weights (e.g. the data and model sections of the config);
+    `fit` resumes only from a checkpoint made with the same hash of it and the same seed.
     """
     import lightning as L
     from lightning.pytorch.callbacks import ModelCheckpoint
@@ -87,7 +105,7 @@ def make_trainer(
     ckpt = ModelCheckpoint(dirpath=str(Path(out_dir) / "checkpoints"), filename=CKPT_NAME,
                            save_last=False, save_top_k=1, every_n_epochs=1, save_on_train_epoch_end=True,
                            enable_version_counter=False)
-    return L.Trainer(
+    trainer = L.Trainer(
         default_root_dir=str(out_dir),
         accelerator=accelerator,
         devices=1,
@@ -103,6 +121,8 @@ def make_trainer(
         callbacks=[ckpt, *_callbacks(seed), *(callbacks or [])],
         num_sanity_val_steps=0,
     )
+    trainer.cache_key = run_cache.cache_key(cache_config, seed)
+    return trainer
 
 
 def _first_line(err: Exception) -> str:
@@ -126,11 +146,17 @@ def last_checkpoint(out_dir: str | Path) -> Path | None:
 
 
 def fit(trainer, module, train_dataloaders, val_dataloaders=None) -> Path | None:
-    """`trainer.fit`, resuming from `last.ckpt` under the trainer's root when one exists.
+    """`trainer.fit`, resuming from `last.ckpt` under the trainer's root when one exists and its key
+    (seed, config hash) matches the trainer's; a stale one is deleted, with one logged line why.
 
     Returns the checkpoint resumed from (None for a fresh run).
     """
     resume = last_checkpoint(trainer.default_root_dir)
+    key = getattr(trainer, "cache_key", None)
+    if key is not None:
+        if resume is not None and not run_cache.reusable(resume, key, what=f"checkpoint under {trainer.default_root_dir}"):
+            resume.unlink()
+            resume = None
     trainer.fit(module, train_dataloaders=train_dataloaders, val_dataloaders=val_dataloaders,
                 ckpt_path=str(resume) if resume else None, weights_only=True)
     return resume
