@@ -27,12 +27,40 @@ def _project(proj: Callable, x: torch.Tensor) -> torch.Tensor:
         return proj(x)
 
 
-def combination_bond(unified: Emb, experts: Sequence[tuple[Emb, Callable]], lam_a: float, lam_t: float) -> dict:
+PARALLEL_MEANS = ("flat", "per_expert")
+
+
+def _member_outputs(proj: Callable, x: torch.Tensor) -> torch.Tensor:
+    """(K, N, d): each MoP member's output f_k(x), or the projector's output as one member."""
+    with torch.no_grad():
+        if isinstance(proj, MoP):
+            return torch.stack([f(x) for f in proj.members])
+        return proj(x).unsqueeze(0)
+
+
+def project_experts(experts: Sequence[tuple[Emb, Callable]], mod: str, mean: str = "flat") -> torch.Tensor:
+    """Â: the experts' embeddings of `mod` projected into the unified space and averaged.
+
+    mean="flat" (the official code): one uniform mean over all the experts' projectors (14 for two
+    7-projector MoPs), then l2norm. mean="per_expert": each expert's MoP output l2norm(mean_k f_k)
+    first, then a uniform mean over experts and l2norm. With one expert both are P(x).
+    """
+    if mean not in PARALLEL_MEANS:
+        raise ValueError(f"parallel mean {mean!r}; valid: {list(PARALLEL_MEANS)}")
+    outs = [_member_outputs(p, e[mod]) for e, p in experts]
+    if mean == "flat":
+        return l2norm(torch.cat(outs).mean(0))
+    return l2norm(torch.stack([l2norm(o.mean(0)) for o in outs]).mean(0))
+
+
+def combination_bond(unified: Emb, experts: Sequence[tuple[Emb, Callable]], lam_a: float, lam_t: float,
+                     mean: str = "flat") -> dict:
     """`AᵘVᵘTᵘ + c(AᵉTᵉ...)`: (Aᵘ)^{1-λa}(Â)^{λa} · Vᵘ · (Tᵘ)^{1-λt}(T̂)^{λt}, in U's coordinates.
 
     `experts` is a list of (expert embeddings {audio, text}, projector expert→unified). With
-    several experts (parallel bond) the projected embeddings are averaged uniformly, then
-    L2-normalised, before mixing. Images are returned untouched.
+    several experts (parallel bond) the projections are averaged uniformly (`project_experts`:
+    `mean` "flat" = one mean over every projector, as the official code; "per_expert" = each
+    expert's MoP first), then L2-normalised, before mixing. Images are returned untouched.
     """
     out = {}
     for mod, lam in (("audio", lam_a), ("text", lam_t)):
@@ -41,8 +69,7 @@ def combination_bond(unified: Emb, experts: Sequence[tuple[Emb, Callable]], lam_
         if not all(mod in e for e, _ in experts):  # an expert without this modality: U's own embedding
             out[mod] = unified[mod]
             continue
-        hat = l2norm(torch.stack([_project(p, e[mod]) for e, p in experts]).mean(0))
-        out[mod] = mix(unified[mod], hat, lam)
+        out[mod] = mix(unified[mod], project_experts(experts, mod, mean), lam)
     if "image" in unified:
         out["image"] = unified["image"]
     return out
@@ -64,10 +91,10 @@ def displacement_bond(unified: Emb, expert: Emb, projector: Callable, lam_v: flo
 
 
 def sequential_bond(unified: Emb, vt_expert: Emb, disp_projector: Callable, lam_v: float, lam_tv: float,
-                    at_experts: Sequence[tuple[Emb, Callable]], lam_a: float, lam_t: float) -> dict:
+                    at_experts: Sequence[tuple[Emb, Callable]], lam_a: float, lam_t: float, mean: str = "flat") -> dict:
     """(U + d(VT)) + c(AT experts): displacement, then combination into the displaced space."""
     displaced = displacement_bond(unified, vt_expert, disp_projector, lam_v, lam_tv)
-    return combination_bond(displaced, at_experts, lam_a, lam_t)
+    return combination_bond(displaced, at_experts, lam_a, lam_t, mean)
 
 
 # ---------------------------------------------------------------- pseudo tuples
@@ -206,6 +233,18 @@ def train_bond(datasets: Sequence[tuple[dict, dict]], overlap: Sequence[str], sr
                 log.append({"step": step, "train_loss": float(loss) / k, "val_loss": sum(best_loss) / k})
     final = best if cfg.keep_best else bank
     return final.eval()
+
+
+def shuffle_targets(datasets: Sequence[tuple[dict, dict]], seed: int) -> list[tuple[dict, dict]]:
+    """The shuffled-pairs floor: each pseudo dataset's target rows permuted (one permutation for all
+    its modalities), so a source tuple is paired with another tuple's target: no cross-space
+    correspondence is left for a projector to learn."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for src, tgt in datasets:
+        perm = torch.randperm(next(iter(tgt.values())).shape[0], generator=g)
+        out.append((src, {m: x[perm] for m, x in tgt.items()}))
+    return out
 
 
 def bond_datasets(pools: Mapping[str, Emb], hub: str, src: str, tgt: str, members: Sequence[str],

@@ -1,10 +1,13 @@
 """FreeBind experiments: `fn(run) -> metrics` (see shared.experiment).
 
-bonds_s0..s2  one seed each: train the spaces and the 6 bond MoPs, score every table row and the λ
-              curves (run side by side by Snakemake; the bonds are cached under checkpoints/)
+bonds_s0..s4  one seed each (`seeds`): train the spaces and the 7 bond MoPs (with the shuffled-pairs
+              floor), score every table row and the λ curves (run side by side by Snakemake; spaces
+              and bonds are cached under checkpoints/, keyed by config hash and seed)
 main_table    paper Tables 3-4 analogue: every cell a per-seed sample (shared.samples), and the
               paired (seed-wise) gaps
 lambda_tradeoff  the customised-inference curves (λt: AT vs VT; λa: audio accuracy vs AV)
+fragile_p0..p2  one point of the U-visibility sweep each, over `fragile.seeds` (the point at the
+              default world's visibility reuses the bonds_s<i> rows of those seeds instead)
 fragile       bonded vs expert text→audio R@1 across the U-visibility knob
 cost          trainable parameters and training time of the bonds vs retraining the unified space
 """
@@ -20,7 +23,8 @@ from shared.samples import combine, sample
 
 from .evaluation import COLUMNS, seed_sample
 
-N_SEED_JOBS = 3
+N_SEED_JOBS = 5
+N_FRAGILE_JOBS = 3
 ROW_LABELS = {
     "U": "U (unified, 'ImageBind')",
     "E1": "E1 (audio-text expert, 'CLAP_g')",
@@ -28,6 +32,7 @@ ROW_LABELS = {
     "VT": "VT (image-text expert, 'InternVL-C')",
     "c_E1_single_ATE": "U + c(E1), single projector, AT-E",
     "c_E1_mop_ATE": "U + c(E1), MoP, AT-E",
+    "c_E1_shuffled_ATE": "floor: U + c(E1) trained on shuffled pairs, AT-E",
     "parallel_ATE": "U + c(E1, E2) parallel, AT-E",
     "parallel_versatile": "U + c(E1, E2) parallel, Versatile",
     "d_VT_dense": "U + d(VT), dense terms",
@@ -57,6 +62,7 @@ def bonds_seed(index: int, run) -> dict:
 
 
 def _seed_results(run) -> list[dict]:
+    """The bonds_s<i> results that ran, in `seeds` order."""
     out = []
     for i in range(N_SEED_JOBS):
         data = read_json(run.out / "metrics" / f"bonds_s{i}.json")
@@ -68,12 +74,14 @@ def _seed_results(run) -> list[dict]:
 
 
 def _fmt(s: dict | None, digits: int = 1) -> str:
-    """A per-seed sample as `mean ± std` (ddof=1; the mean alone for one seed)."""
+    """A per-seed sample as `mean [lo, hi]`, the 90% interval of the mean the ledger decides on (the
+    mean alone under 3 seeds)."""
     if s is None:
         return "–"
-    if s["std"] is None:
+    iv = _interval_cols(s)
+    if iv["90% lo"] is None:
         return f"{s['mean']:.{digits}f}"
-    return f"{s['mean']:.{digits}f} ± {s['std']:.{digits}f}"
+    return f"{s['mean']:.{digits}f} [{iv['90% lo']:.{digits}f}, {iv['90% hi']:.{digits}f}]"
 
 
 def _difference(a: float, b: float) -> float:
@@ -99,25 +107,48 @@ def main_table(run) -> dict:
         a, b = cell(a_row, a_col), cell(b_row, b_col or a_col)
         return None if a is None or b is None else combine([a, b], _difference)
 
+    # the better audio-text expert per seed (the paper's bonded space beats both CLAPs)
+    best_expert = {c: seed_sample([max(s["rows"]["E1"][c], s["rows"]["E2"][c]) for s in seeds])
+                   for c in ("at_r1", "at_r5", "audio_acc")} if "E2" in rows else {}
+
+    def gap_best(a_row, col):
+        a = cell(a_row, col)
+        return None if a is None or col not in best_expert else combine([a, best_expert[col]], _difference)
+
     gaps = {
+        "parallel_vs_best_expert_audio_acc": gap_best("parallel_ATE", "audio_acc"),
+        "parallel_vs_best_expert_at_r1": gap_best("parallel_ATE", "at_r1"),
+        "parallel_vs_best_expert_at_r5": gap_best("parallel_ATE", "at_r5"),
         "c_mop_vs_E1_audio_acc": gap("c_E1_mop_ATE", "audio_acc", "E1"),
-        "parallel_vs_E1_audio_acc": gap("parallel_ATE", "audio_acc", "E1"),
         "parallel_vs_single_expert_audio_acc": gap("parallel_ATE", "audio_acc", "c_E1_mop_ATE"),
-        "parallel_vs_single_expert_at_r1": gap("parallel_ATE", "at_r1", "c_E1_mop_ATE"),
         "mop_vs_single_audio_acc": gap("c_E1_mop_ATE", "audio_acc", "c_E1_single_ATE"),
-        "mop_vs_single_at_r1": gap("c_E1_mop_ATE", "at_r1", "c_E1_single_ATE"),
-        "disp_dense_vs_VT_vt_r1": gap("d_VT_dense", "vt_r1", "VT"),
+        "shuffled_vs_U_audio_acc": gap("c_E1_shuffled_ATE", "audio_acc", "U"),
+        "shuffled_vs_U_at_r1": gap("c_E1_shuffled_ATE", "at_r1", "U"),
+        "disp_dense_vs_U_vt_r5": gap("d_VT_dense", "vt_r5", "U"),
+        "disp_dense_vs_U_image_acc": gap("d_VT_dense", "image_acc", "U"),
+        "disp_dense_vs_VT_vt_r5": gap("d_VT_dense", "vt_r5", "VT"),
+        "disp_dense_vs_VT_image_acc": gap("d_VT_dense", "image_acc", "VT"),
         "disp_dense_vs_U_audio_acc": gap("d_VT_dense", "audio_acc", "U"),
-        "disp_nodense_vs_U_audio_acc": gap("d_VT_nodense", "audio_acc", "U"),
-        "parallel_vs_E1_at_r1": gap("parallel_ATE", "at_r1", "E1"),
-        "sequential_vs_VT_vt_r1": gap("sequential_ATE", "vt_r1", "VT"),
-        "sequential_vs_E1_audio_acc": gap("sequential_ATE", "audio_acc", "E1"),
+        "disp_nodense_vs_dense_audio_acc": gap("d_VT_nodense", "audio_acc", "d_VT_dense"),
+        "sequential_vs_parallel_vt_r5": gap("sequential_ATE", "vt_r5", "parallel_ATE"),
+        "sequential_vs_disp_audio_acc": gap("sequential_ATE", "audio_acc", "d_VT_dense"),
     }
-    pd_g = pd.DataFrame([{"comparison": k, "mean": None if v is None else v["mean"],
-                          "std": None if v is None else v["std"], "n (seeds)": None if v is None else v["n"]}
-                         for k, v in gaps.items()])
-    run.save_table(pd_g, "main_table_gaps")
-    return {"seeds": [s["seed"] for s in seeds], "table": table, "gaps": gaps}
+    pd_g = pd.DataFrame([{"comparison (seed-wise a − b)": k, "mean": None if v is None else v["mean"],
+                          "std (ddof 1)": None if v is None else v["std"], **_interval_cols(v),
+                          "n (seeds)": None if v is None else v["n"]} for k, v in gaps.items()])
+    run.save_table(pd_g, "main_table_gaps", floatfmt=".2f")
+    return {"seeds": [s["seed"] for s in seeds], "table": table, "best_expert": best_expert, "gaps": gaps}
+
+
+def _interval_cols(s: dict | None) -> dict:
+    """The 90% interval of a sample's mean, as the ledger computes it (`shared.intervals`)."""
+    from shared.claims import MIN_UNITS
+    from shared.intervals import mean_interval
+
+    if s is None or s["n"] < MIN_UNITS or not all(np.isfinite(s["values"])):
+        return {"90% lo": None, "90% hi": None}
+    lo, hi, _ = mean_interval(s["values"])
+    return {"90% lo": lo, "90% hi": hi}
 
 
 def point_key(lam: float) -> str:
@@ -184,44 +215,87 @@ def lambda_tradeoff(run) -> dict:
 ARMS = ("U", "E1", "E2", "c_E1_mop_ATE", "parallel_ATE")
 
 
+def fragile_point(index: int, run) -> dict:
+    """One visibility of the sweep over `fragile.seeds`; at the default world's visibility the
+    bonds_s<i> jobs already trained these arms for these seeds, so the summary reads them there."""
+    f, cfg = run.cfg.fragile, run.cfg
+    if index >= len(f.visibility):
+        return {"skipped": True, "reason": f"profile {run.profile} sweeps {len(f.visibility)} visibilities"}
+    if run.profile == "full":
+        return {"skipped": True, "reason": "the full profile has no visibility knob"}
+    vis = float(f.visibility[index])
+    if vis == float(cfg.world.envelope_visibility):
+        missing = [s for s in f.seeds if s not in cfg.seeds]
+        if missing:
+            raise ValueError(f"fragile.seeds {missing} are not in seeds {list(cfg.seeds)}: the default-visibility "
+                             "point reuses the bonds_s<i> runs of the same seeds")
+        return {"visibility": vis, "from_main_seeds": True}
+    from .pipeline import run_fragile
+
+    return {"visibility": vis, "from_main_seeds": False,
+            "runs": [run_fragile(cfg, int(seed), vis, run.checkpoint_dir(f"seed{seed}")) for seed in f.seeds]}
+
+
+def _fragile_runs(run, point: dict) -> list[dict]:
+    """The per-seed rows of one sweep point, in `fragile.seeds` order (paired by seed across points)."""
+    if not point["from_main_seeds"]:
+        return point["runs"]
+    by_seed = {s["seed"]: s for s in _seed_results(run)}
+    return [{"visibility": point["visibility"], "seed": seed, "rows": by_seed[seed]["rows"]} for seed in run.cfg.fragile.seeds]
+
+
 def fragile(run) -> dict:
     """Text→audio R@1 of each arm per visibility, as per-seed samples over `fragile.seeds`."""
     import matplotlib.pyplot as plt
 
-    from .pipeline import run_fragile
-
-    f = run.cfg.fragile
-    res = []
-    for vis in f.visibility:
-        for seed in f.seeds:
-            res.append(run_fragile(run.cfg, int(seed), float(vis), run.checkpoint_dir(f"vis{vis}", f"seed{seed}")))
+    points = [read_json(run.out / "metrics" / f"fragile_p{i}.json") for i in range(N_FRAGILE_JOBS)]
+    points = [p for p in points if not p.get("skipped")]
     by_vis = {}
-    for vis in f.visibility:
-        rs = [r for r in res if r["visibility"] == vis]  # in `fragile.seeds` order: paired by seed
+    for point in points:
+        rs = _fragile_runs(run, point)
         arms = {name: seed_sample([r["rows"][name]["at_r1"] for r in rs]) for name in ARMS}
         best = seed_sample([max(r["rows"]["E1"]["at_r1"], r["rows"]["E2"]["at_r1"]) for r in rs])
-        by_vis[f"vis{round(100 * float(vis))}"] = {
-            "visibility": float(vis), **arms, "best_expert": best,
+        by_vis[f"vis{round(100 * point['visibility'])}"] = {
+            "visibility": point["visibility"], "from_main_seeds": point["from_main_seeds"], **arms, "best_expert": best,
             "gap_parallel_vs_best_expert": combine([arms["parallel_ATE"], best], _difference),
             "gap_single_vs_E1": combine([arms["c_E1_mop_ATE"], arms["E1"]], _difference),
         }
     vis = [v["visibility"] for v in by_vis.values()]
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    ax = axes[0]
     for name, label in (("parallel_ATE", "U + c(E1,E2) AT-E"), ("c_E1_mop_ATE", "U + c(E1) AT-E"), ("E1", "expert E1"),
                         ("E2", "expert E2"), ("U", "U")):
         ax.errorbar(vis, [v[name]["mean"] for v in by_vis.values()], yerr=[v[name]["std"] or 0.0 for v in by_vis.values()],
                     marker="o", capsize=3, label=label, linestyle="--" if name in ("E1", "E2", "U") else "-")
     ax.set_xlabel("U-visibility of the audio-only attribute (P[envelope = colour])")
-    ax.set_ylabel("text→audio R@1 (%)")
+    ax.set_ylabel("text→audio R@1 (%), mean ± std (ddof 1)")
     ax.set_title("Fragile claim: bonded vs expert")
     ax.legend(fontsize=8)
+    ax = axes[1]
+    gaps = [v["gap_parallel_vs_best_expert"] for v in by_vis.values()]
+    ivs = [_interval_cols(g) for g in gaps]
+    means = [g["mean"] for g in gaps]
+    lo = [m - (iv["90% lo"] if iv["90% lo"] is not None else m) for m, iv in zip(means, ivs)]
+    hi = [(iv["90% hi"] if iv["90% hi"] is not None else m) - m for m, iv in zip(means, ivs)]
+    ax.errorbar(vis, means, yerr=[lo, hi], marker="o", capsize=4, color="k")
+    for g, x in zip(gaps, vis):
+        ax.scatter([x] * len(g["values"]), g["values"], s=10, alpha=0.5)
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xlabel("U-visibility of the audio-only attribute")
+    ax.set_ylabel("parallel − best expert, R@1 (points)")
+    ax.set_title(f"paired gap: mean, 90% interval, seeds (n={gaps[0]['n'] if gaps else 0})")
     fig.tight_layout()
     run.save_figure(fig, "fragile_claim")
     df = pd.DataFrame([{"visibility": v["visibility"], **{k: _fmt(v[k]) for k in ARMS},
                         "parallel − best expert": _fmt(v["gap_parallel_vs_best_expert"]),
                         "n (seeds)": v["parallel_ATE"]["n"]} for v in by_vis.values()])
     run.save_table(df, "fragile_claim")
-    return by_vis
+    out = dict(by_vis)
+    keys = list(by_vis)
+    if len(keys) >= 2:  # does the gap grow from the least to the most visible point (paired by seed)?
+        out["gap_rise"] = combine([by_vis[keys[-1]]["gap_parallel_vs_best_expert"],
+                                   by_vis[keys[0]]["gap_parallel_vs_best_expert"]], _difference)
+    return out
 
 
 def _projector_params(d_in: int, d_out: int, hidden: int) -> int:
@@ -258,4 +332,5 @@ def cost(run) -> dict:
 
 
 EXPERIMENTS = {**{f"bonds_s{i}": partial(bonds_seed, i) for i in range(N_SEED_JOBS)},
+               **{f"fragile_p{i}": partial(fragile_point, i) for i in range(N_FRAGILE_JOBS)},
                "main_table": main_table, "lambda_tradeoff": lambda_tradeoff, "fragile": fragile, "cost": cost}

@@ -31,8 +31,12 @@ def bonded(data: dict, lam_a: float, lam_t: float) -> dict:
 
 
 def rescore(data: dict, lam_a: float, lam_t: float) -> dict:
-    n = int(data["n_test"])
-    return evaluate(bonded(data, lam_a, lam_t), n, data["labels"], N_CLASSES)
+    return evaluate(bonded(data, lam_a, lam_t), data["caption_item"], data["labels"], N_CLASSES)
+
+
+def n_queries(data: dict) -> int:
+    """The number of text queries: every test caption (several per item)."""
+    return len(data["caption_item"])
 
 
 def describe_tokens(tokens) -> str:
@@ -55,15 +59,17 @@ def describe_tokens(tokens) -> str:
 
 
 def neighbours(data: dict, lam_a: float, lam_t: float, query: int, k: int = 3) -> dict:
-    """Text query `query` → its k nearest audios and images in the bonded space (with their attributes)."""
+    """Caption `query` (any of the test captions) → its k nearest audios and images in the bonded
+    space, with their attributes; `match` marks the caption's own item."""
     emb = bonded(data, lam_a, lam_t)
     n = int(data["n_test"])
+    item = int(data["caption_item"][query])
     q = emb["text"][query]
-    out = {"query": describe_tokens(data["tokens"][query]),
-           "truth": dict(cls=int(data["labels"][query]), colour=COLOUR_WORDS[int(data["colour"][query])],
-                         envelope=ENV_WORDS[int(data["envelope"][query])])}
+    out = {"query": describe_tokens(data["tokens"][query]), "item": item,
+           "truth": dict(cls=int(data["labels"][item]), colour=COLOUR_WORDS[int(data["colour"][item])],
+                         envelope=ENV_WORDS[int(data["envelope"][item])])}
     for mod in ("audio", "image"):
         idx = torch.topk(emb[mod][:n] @ q, k).indices.tolist()
         out[mod] = [dict(index=i, cls=int(data["labels"][i]), colour=COLOUR_WORDS[int(data["colour"][i])],
-                         envelope=ENV_WORDS[int(data["envelope"][i])], match=i == query) for i in idx]
+                         envelope=ENV_WORDS[int(data["envelope"][i])], match=i == item) for i in idx]
     return out

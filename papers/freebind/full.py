@@ -5,8 +5,11 @@ Layout under `full.embeddings_dir` (written by `python -m papers.freebind.make_a
     <dataset>/<space>_<modality>.npy   float32 (N, d), one row per item; spaces: imagebind, clap_g,
                                        clap_m, internvl; modalities: audio, image, text
     <dataset>/labels.npy               classification: int (N,) (or multi-hot (N, C) for AudioSet)
+    <dataset>/classes.txt              classification: one class name per line (the class count C)
     <dataset>/<space>_prompts.npy      classification: (C·P, d) class-prompt text embeddings, rows grouped by class
-    retrieval: row i of the query modality matches row i of the gallery modality
+    <dataset>/caption_item.npy         retrieval, optional: int (N_captions,), the item of each text row
+                                       (AudioCaps, Clotho, COCO, Flickr30K have 5 captions per item);
+                                       without it, row i of the query modality matches row i of the gallery
 
 Released projectors (Hugging Face `Viglong/FreeBind`) under `full.projectors_dir`:
 `<folder>/{mix,A,T,V,AT,AV,TV}/best.pt`, folders IB_PP_{G,M}_Proj, InternVL_IB_Proj, InternVL_IB_PP_{G,M}_Proj.
@@ -22,7 +25,7 @@ import torch.nn.functional as F
 from shared.assets import require_path
 
 from .bonds import MOP_POOLS, combination_bond, displacement_bond
-from .evaluation import recall_at_k, zero_shot_accuracy
+from .evaluation import class_embeddings, recall_at_k, zero_shot_accuracy
 from .projector import MoP, Projector
 
 DIMS = {"imagebind": 1024, "clap_g": 512, "clap_m": 512, "internvl": 768}
@@ -59,6 +62,12 @@ def load_dataset(root: str | Path, name: str, spaces=tuple(DIMS)) -> dict:
     labels = base / "labels.npy"
     if labels.exists():
         out["labels"] = np.load(labels, allow_pickle=False)
+        classes = require_path(base / "classes.txt", what=f"the class names of {name}", config_key="full.embeddings_dir",
+                               fetch="`python -m papers.freebind.make_arrays --classes` (it writes classes.txt)")
+        out["n_classes"] = len([c for c in classes.read_text().splitlines() if c.strip()])
+    items = base / "caption_item.npy"
+    if items.exists():
+        out["caption_item"] = np.load(items, allow_pickle=False)
     return out
 
 
@@ -95,18 +104,25 @@ def mean_average_precision(scores: np.ndarray, targets: np.ndarray) -> float:
     return 100.0 * float(average_precision_score(targets[:, keep], scores[:, keep], average="macro"))
 
 
-def score_dataset(name: str, emb: dict, prompts: torch.Tensor | None, labels) -> dict:
-    """Metrics of one dataset for one (possibly bonded) embedding dict {modality: tensor}."""
+def score_dataset(name: str, emb: dict, prompts: torch.Tensor | None, labels, n_classes: int | None = None,
+                  caption_item=None) -> dict:
+    """Metrics of one dataset for one (possibly bonded) embedding dict {modality: tensor}.
+
+    n_classes: from the dataset's metadata (classes.txt), never from the labels seen. caption_item:
+    the item of each text row, when items have several captions (each caption is a text→X query).
+    """
     task, q, g = DATASETS[name]
     if task == "ret":
         if q not in emb or g not in emb:
             return {}
-        r = recall_at_k(emb[q], emb[g])
+        r = recall_at_k(emb[q], emb[g], query_item=caption_item if q == "text" else None,
+                        gallery_item=caption_item if g == "text" else None)
         return {f"{name}_r1": r[1], f"{name}_r5": r[5]}
     if q not in emb or prompts is None:
         return {}
-    n_cls = labels.shape[1] if task == "mlcls" else int(labels.max()) + 1
-    cls = F.normalize(prompts.reshape(n_cls, -1, prompts.shape[-1]).mean(1), dim=-1)
+    if n_classes is None:
+        raise ValueError(f"{name}: the class count comes from classes.txt, which is missing")
+    cls = class_embeddings(prompts, n_classes)
     if task == "mlcls":
         return {f"{name}_map": mean_average_precision((emb[q] @ cls.t()).numpy(), labels)}
     return {f"{name}_acc": zero_shot_accuracy(emb[q], cls, labels)}
@@ -121,6 +137,7 @@ def evaluate_full(cfg) -> dict:
         "InternVL_IB_Proj": ("imagebind", "internvl"), "InternVL_IB_PP_G_Proj": ("clap_g", "internvl"),
         "InternVL_IB_PP_M_Proj": ("clap_m", "internvl")}.items()}
     single_g = MoP([P["IB_PP_G_Proj"].members[0]]).eval()
+    mean = inf.parallel_mean
     at_e, ver = (inf.at_expertise.lam_a, inf.at_expertise.lam_t), (inf.versatile.lam_a, inf.versatile.lam_t)
     lam_v, lam_tv = inf.displacement.lam_v, inf.displacement.lam_t
     rows: dict = {}
@@ -128,6 +145,7 @@ def evaluate_full(cfg) -> dict:
     for ds in f.datasets:
         data = load_dataset(f.embeddings_dir, ds)
         labels = data.get("labels")
+        meta = (data.get("n_classes"), data.get("caption_item"))
 
         def both(space):  # test items followed by the class prompts as extra text rows
             e = dict(data.get(space, {}))
@@ -145,23 +163,23 @@ def evaluate_full(cfg) -> dict:
             variants.update({
                 "c_E1_single_ATE": combination_bond(U, [(G, single_g)], *at_e),
                 "c_E1_mop_ATE": combination_bond(U, [eg], *at_e),
-                "parallel_ATE": combination_bond(U, [eg, em], *at_e),
-                "parallel_versatile": combination_bond(U, [eg, em], *ver)})
+                "parallel_ATE": combination_bond(U, [eg, em], *at_e, mean),
+                "parallel_versatile": combination_bond(U, [eg, em], *ver, mean)})
         if D:
             variants["d_VT_dense"] = D
             if G and M:
-                variants["sequential_ATE"] = combination_bond(D, seq, *at_e)
-                variants["sequential_versatile"] = combination_bond(D, seq, *ver)
+                variants["sequential_ATE"] = combination_bond(D, seq, *at_e, mean)
+                variants["sequential_versatile"] = combination_bond(D, seq, *ver, mean)
         for row, emb in variants.items():
             if not emb:
                 continue
-            rows.setdefault(row, {}).update(score_dataset(ds, _split(emb, nU), _prompts(emb, nU), labels))
+            rows.setdefault(row, {}).update(score_dataset(ds, _split(emb, nU), _prompts(emb, nU), labels, *meta))
         if U and G and M:
             for key, fixed in (("lam_t_curve", "lam_t"), ("lam_a_curve", "lam_a")):
                 for point in curves[key]:
                     la, lt = (cfg.sweep.fixed_lam_a, point["lam"]) if fixed == "lam_t" else (point["lam"], cfg.sweep.fixed_lam_t)
-                    emb = combination_bond(U, [eg, em], la, lt)
-                    point.update(score_dataset(ds, _split(emb, nU), _prompts(emb, nU), labels))
+                    emb = combination_bond(U, [eg, em], la, lt, mean)
+                    point.update(score_dataset(ds, _split(emb, nU), _prompts(emb, nU), labels, *meta))
     for row in [*rows.values(), *curves["lam_t_curve"], *curves["lam_a_curve"]]:
         for alias, key in ALIASES.items():
             row.setdefault(alias, row.get(key))

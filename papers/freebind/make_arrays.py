@@ -4,10 +4,12 @@
     python -m papers.freebind.make_arrays --dataset esc50 --manifest esc50.csv --out /data/freebind/embeddings
 
 `--manifest` is a CSV with columns `audio` / `image` / `text` (paths or caption strings; one row per
-item; retrieval rows are the ground-truth pairs) and, for classification, `label` plus a
-`--classes classes.txt` file (one class name per line; prompts use CLIP-style templates [recon]).
-Writes `<out>/<dataset>/<space>_<modality>.npy`, `<space>_prompts.npy` and `labels.npy` in the
-layout `papers.freebind.full` reads. Encoders (brief §4, not installed by default):
+item; retrieval rows are the ground-truth pairs; several captions per item go in `text`, `text_2`,
+… `text_5`) and, for classification, `label` plus a `--classes classes.txt` file (one class name per
+line; prompts use CLIP-style templates of the classified modality [recon]: "a sound of {}" for
+audio, "a photo of {}" for images). Writes `<out>/<dataset>/<space>_<modality>.npy`,
+`<space>_prompts.npy`, `labels.npy`, `classes.txt` and (with several captions) `caption_item.npy`
+in the layout `papers.freebind.full` reads. Encoders (brief §4, not installed by default):
 
 - ImageBind-Huge: `imagebind.models.imagebind_model.imagebind_huge(pretrained=True)` with
   `imagebind.data.load_and_transform_{audio_data,vision_data,text}`, checkpoint imagebind_huge.pth;
@@ -26,7 +28,22 @@ from pathlib import Path
 
 import numpy as np
 
-TEMPLATES = ["a photo of a {}.", "a sound of a {}.", "this is the sound of {}.", "{}"]  # [recon]
+# [recon] class-prompt templates per classified modality (rows grouped by class, one per template)
+TEMPLATES = {"audio": ["a sound of {}.", "this is the sound of {}.", "the sound of a {}.", "{}"],
+             "image": ["a photo of {}.", "a photo of a {}.", "an image of {}.", "{}"]}
+
+
+def class_prompts(names: list[str], modality: str) -> list[str]:
+    """The class prompts of a dataset that classifies `modality`: every template of that modality per class."""
+    if modality not in TEMPLATES:
+        raise ValueError(f"no prompt templates for {modality!r}; valid: {list(TEMPLATES)}")
+    return [t.format(n) for n in names for t in TEMPLATES[modality]]
+
+
+def caption_columns(header: list[str]) -> list[str]:
+    """`text`, `text_2`, … in order: the caption columns of a manifest."""
+    return sorted((c for c in header if c == "text" or c.startswith("text_")),
+                  key=lambda c: 1 if c == "text" else int(c.split("_")[1]))
 
 
 def encoders(paths: dict, device: str) -> dict:  # pragma: no cover - needs the real checkpoints and a GPU
@@ -104,21 +121,31 @@ def main(argv=None):  # pragma: no cover - the documented GPU path
         ap.add_argument(f"--{space}", default=None, help=f"local checkpoint of {space}")
     ap.add_argument("--device", default="cuda")
     args = ap.parse_args(argv)
+    from .full import DATASETS
+
     rows = list(csv.DictReader(args.manifest.open()))
     enc = encoders({s: getattr(args, s) for s in ("imagebind", "clap_g", "clap_m", "internvl")}, args.device)
     out = args.out / args.dataset
     out.mkdir(parents=True, exist_ok=True)
+    caps = caption_columns(list(rows[0]))
+    captions = [(i, r[c]) for i, r in enumerate(rows) for c in caps if r.get(c)]  # item-major
+    if len(caps) > 1:
+        np.save(out / "caption_item.npy", np.array([i for i, _ in captions], dtype=np.int64))
+    names = [n for n in args.classes.read_text().splitlines() if n.strip()] if args.classes else None
+    if names:
+        (out / "classes.txt").write_text("\n".join(names) + "\n")
     for space, fns in enc.items():
         for mod, fn in fns.items():
-            if mod in rows[0] and rows[0][mod]:
+            if mod == "text" and captions:
+                np.save(out / f"{space}_text.npy", batched(fn, [t for _, t in captions]))
+            elif mod != "text" and mod in rows[0] and rows[0][mod]:
                 np.save(out / f"{space}_{mod}.npy", batched(fn, [r[mod] for r in rows]))
-        if args.classes and "text" in fns:
-            names = args.classes.read_text().splitlines()
-            np.save(out / f"{space}_prompts.npy", batched(fns["text"], [t.format(n) for n in names for t in TEMPLATES]))
+        if names and "text" in fns:
+            np.save(out / f"{space}_prompts.npy", batched(fns["text"], class_prompts(names, DATASETS[args.dataset][1])))
     if "label" in rows[0]:
         labels = [r["label"] for r in rows]
         if any(";" in lab for lab in labels):  # multi-label (AudioSet): 'i;j;k'
-            n = len(args.classes.read_text().splitlines())
+            n = len(names)
             multi = np.zeros((len(rows), n), dtype=np.int64)
             for i, lab in enumerate(labels):
                 multi[i, [int(x) for x in lab.split(";") if x]] = 1

@@ -1,4 +1,9 @@
-"""One seed of the tiny/smoke reproduction: world → spaces → pools → bonds → table rows and λ curves."""
+"""One seed of the tiny/smoke reproduction: world → spaces → pools → bonds → table rows and λ curves.
+
+The spaces' checkpoints and the trained bonds are cached under the seed's checkpoint folder, keyed
+by the hash of what made them and the seed (`shared.run_cache`): an edited config rerun into the
+same results folder retrains what it changed and logs one line saying why.
+"""
 from __future__ import annotations
 
 import time
@@ -7,8 +12,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from shared import run_cache
+
 from .bonds import (MOP_POOLS, BondTrainConfig, bond_datasets, combination_bond, displacement_bond,
-                    mop_from_bank, train_bond)
+                    mop_from_bank, project_experts, shuffle_targets, train_bond)
 from .evaluation import evaluate
 from .projector import ProjectorBank, l2norm, n_params
 from .spaces import build_spaces
@@ -51,45 +58,62 @@ class SeedRun:
         self.pools = embed_all(self.spaces, pool)
         ev = self.world.sample_events(cfg.eval.n_test, rng)
         self.test_events = ev
-        self.test_raw = {m: self.world.render(ev, m, rng) for m in MODALITIES}
-        self.test_raw["text"] = torch.cat([self.test_raw["text"], World.class_prompts()])
+        self.test_raw = {m: self.world.render(ev, m, rng) for m in ("audio", "image")}
+        # several captions per item (item-major: item i's captions are rows i·k … i·k + k − 1)
+        self.caption_item = np.repeat(np.arange(len(ev)), cfg.eval.captions)
+        captions = self.world.render(ev.repeat(cfg.eval.captions), "text", rng)
+        self.test_raw["text"] = torch.cat([captions, World.class_prompts()])
         self.test = embed_all(self.spaces, self.test_raw)
         self.n_test = len(ev)
         self.banks: dict[str, ProjectorBank] = {}
 
-    def bank(self, name: str, pools, hub: str, src: str, tgt: str, dense: bool) -> ProjectorBank:
+    def made_by(self, **bond) -> dict:
+        """What decides a bond: the world, the spaces and bond recipes, the displacement λ (the
+        sequential bond's hub) and the bond's own settings."""
+        c = self.cfg
+        return {"world": vars(self.world.spec), "spaces": dict(c.spaces), "bonds": dict(c.bonds),
+                "displacement": dict(c.inference.displacement), "members": list(MEMBERS), **bond}
+
+    def bank(self, name: str, pools, hub: str, src: str, tgt: str, dense: bool, shuffled: bool = False) -> ProjectorBank:
+        """The bond `name` (a 7-member bank): loaded when its cache key matches, else trained and cached."""
         path = self.ckpt / "bonds" / f"{name}.pt"
         datasets, overlap, src_only = bond_datasets(pools, hub, src, tgt, MEMBERS, self.cfg.bonds.tau_r)
+        train_seed = self.seed * 1000 + sum(map(ord, name))
+        if shuffled:
+            datasets = shuffle_targets(datasets, train_seed + 1)
         d_in = next(iter(datasets[0][0].values())).shape[1]
         d_out = next(iter(datasets[0][1].values())).shape[1]
-        if path.is_file():
+        key = run_cache.cache_key(self.made_by(name=name, hub=hub, src=src, tgt=tgt, dense=dense, shuffled=shuffled),
+                                  train_seed)
+        cached = run_cache.load(path, key, what=f"bond {name} (seed {self.seed})")
+        if cached is not None:
             bank = ProjectorBank(len(MEMBERS), d_in, d_out, self.cfg.bonds.hidden)
-            bank.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-            self.timing[f"bond_{name}_s"] = float(torch.load(path.with_suffix(".time.pt"), weights_only=True))
+            bank.load_state_dict(cached["state"])
+            self.timing[f"bond_{name}_s"] = float(cached["train_s"])
         else:
             t0 = time.perf_counter()
-            bank = train_bond(datasets, overlap, src_only, bond_cfg(self.cfg, dense),
-                              seed=self.seed * 1000 + sum(map(ord, name)))
+            bank = train_bond(datasets, overlap, src_only, bond_cfg(self.cfg, dense), seed=train_seed)
             self.timing[f"bond_{name}_s"] = time.perf_counter() - t0
-            path.parent.mkdir(parents=True, exist_ok=True)
-            torch.save(bank.state_dict(), path)
-            torch.save(torch.tensor(self.timing[f"bond_{name}_s"]), path.with_suffix(".time.pt"))
+            run_cache.save(path, {"state": bank.state_dict(), "train_s": self.timing[f"bond_{name}_s"]}, key)
         self.params[f"bond_{name}"] = n_params(bank)
         self.banks[name] = bank.eval()
         return self.banks[name]
 
     def row(self, emb) -> dict:
-        return evaluate(emb, self.n_test, self.test_events.cls, N_CLASSES)
+        return evaluate(emb, self.caption_item, self.test_events.cls, N_CLASSES)
 
 
 def run_seed(cfg, seed: int, ckpt: Path) -> dict:
     """Train and evaluate every row of the main table and the λ curves for one seed."""
     r = SeedRun(cfg, seed, ckpt)
     inf = cfg.inference
+    mean = inf.parallel_mean
     at_e, ver = (inf.at_expertise.lam_a, inf.at_expertise.lam_t), (inf.versatile.lam_a, inf.versatile.lam_t)
     lam_v, lam_tv = inf.displacement.lam_v, inf.displacement.lam_t
     c1 = r.bank("c_E1", r.pools, "U", "E1", "U", dense=True)
     c2 = r.bank("c_E2", r.pools, "U", "E2", "U", dense=True)
+    # the shuffled-pairs floor: c(E1) trained on pseudo tuples whose targets are permuted
+    c1_shuffled = r.bank("c_E1_shuffled", r.pools, "U", "E1", "U", dense=True, shuffled=True)
     # the main displacement bond (also the hub of the sequential bond); `bonds.dense` is the [recon] switch
     d_dense = r.bank("d_VT_dense" if cfg.bonds.dense else "d_VT_main_nodense", r.pools, "U", "U", "VT",
                      dense=cfg.bonds.dense)
@@ -110,32 +134,30 @@ def run_seed(cfg, seed: int, ckpt: Path) -> dict:
         "E1": r.row(T["E1"]), "E2": r.row(T["E2"]), "VT": r.row(T["VT"]),
         "c_E1_single_ATE": r.row(combination_bond(U, [(T["E1"], single1)], *at_e)),
         "c_E1_mop_ATE": r.row(combination_bond(U, [E1], *at_e)),
-        "parallel_ATE": r.row(combination_bond(U, [E1, E2], *at_e)),
-        "parallel_versatile": r.row(combination_bond(U, [E1, E2], *ver)),
+        "c_E1_shuffled_ATE": r.row(combination_bond(U, [(T["E1"], mop_from_bank(c1_shuffled))], *at_e)),
+        "parallel_ATE": r.row(combination_bond(U, [E1, E2], *at_e, mean)),
+        "parallel_versatile": r.row(combination_bond(U, [E1, E2], *ver, mean)),
         "d_VT_dense": r.row(D),
         "d_VT_nodense": r.row(D_nodense),
-        "sequential_ATE": r.row(combination_bond(D, seq_pairs, *at_e)),
-        "sequential_versatile": r.row(combination_bond(D, seq_pairs, *ver)),
+        "sequential_ATE": r.row(combination_bond(D, seq_pairs, *at_e, mean)),
+        "sequential_versatile": r.row(combination_bond(D, seq_pairs, *ver, mean)),
     }
     sweep = cfg.sweep
-    lam_t_curve = [{"lam": lt, **r.row(combination_bond(U, [E1, E2], sweep.fixed_lam_a, lt))} for lt in sweep.lam_t]
-    lam_a_curve = [{"lam": la, **r.row(combination_bond(U, [E1, E2], la, sweep.fixed_lam_t))} for la in sweep.lam_a]
+    lam_t_curve = [{"lam": lt, **r.row(combination_bond(U, [E1, E2], sweep.fixed_lam_a, lt, mean))} for lt in sweep.lam_t]
+    lam_a_curve = [{"lam": la, **r.row(combination_bond(U, [E1, E2], la, sweep.fixed_lam_t, mean))} for la in sweep.lam_a]
     if cfg.eval.save_explore:
-        save_explore(r, E1, E2, ckpt / "explore.npz")
-    return {"seed": seed, "rows": rows, "lam_t_curve": lam_t_curve, "lam_a_curve": lam_a_curve,
-            "params": r.params, "timing": r.timing}
+        save_explore(r, [E1, E2], mean, ckpt / "explore.npz")
+    return {"seed": seed, "visibility": float(cfg.world.envelope_visibility), "rows": rows,
+            "lam_t_curve": lam_t_curve, "lam_a_curve": lam_a_curve, "params": r.params, "timing": r.timing}
 
 
-def save_explore(r: SeedRun, E1, E2, path: Path) -> None:
+def save_explore(r: SeedRun, experts, mean: str, path: Path) -> None:
     """Test embeddings for the notebook's live re-scoring: U, and both experts projected into U."""
-    with torch.no_grad():
-        proj = {f"hat_{m}": l2norm(torch.stack([p(e[m]) for e, p in (E1, E2)]).mean(0)).numpy()
-                for m in ("audio", "text")}
+    proj = {f"hat_{m}": project_experts(experts, m, mean).numpy() for m in ("audio", "text")}
     np.savez_compressed(
         path, **{f"U_{m}": r.test["U"][m].numpy() for m in MODALITIES}, **proj,
-        E1_audio=r.test["E1"]["audio"].numpy(), E1_text=r.test["E1"]["text"].numpy(),
         labels=r.test_events.cls, colour=r.test_events.colour, envelope=r.test_events.envelope,
-        images=r.test_raw["image"].numpy(), tokens=r.test_raw["text"].numpy(), n_test=r.n_test)
+        caption_item=r.caption_item, tokens=r.test_raw["text"].numpy(), n_test=r.n_test)
 
 
 def run_fragile(cfg, seed: int, visibility: float, ckpt: Path) -> dict:
@@ -147,5 +169,6 @@ def run_fragile(cfg, seed: int, visibility: float, ckpt: Path) -> dict:
     T = r.test
     rows = {"U": r.row(T["U"]), "E1": r.row(T["E1"]), "E2": r.row(T["E2"]),
             "c_E1_mop_ATE": r.row(combination_bond(T["U"], [(T["E1"], c1)], *at_e)),
-            "parallel_ATE": r.row(combination_bond(T["U"], [(T["E1"], c1), (T["E2"], c2)], *at_e))}
+            "parallel_ATE": r.row(combination_bond(T["U"], [(T["E1"], c1), (T["E2"], c2)], *at_e,
+                                                   cfg.inference.parallel_mean))}
     return {"visibility": visibility, "seed": seed, "rows": rows}

@@ -1,14 +1,19 @@
-# FreeBind: three seed jobs (spaces + bonds), then the tables and figures read their metrics.
+# FreeBind: five seed jobs (spaces + bonds) and three visibility-sweep jobs, then the tables and
+# figures read their metrics. Jobs beyond a profile's `seeds` / `fragile.visibility` write a
+# "skipped" record.
 FB = f"{RESULTS}/freebind"
-FB_SEEDS = [f"{FB}/metrics/bonds_s{i}.json" for i in range(3)]
-FB_EXPERIMENTS = ["bonds_s0", "bonds_s1", "bonds_s2", "main_table", "lambda_tradeoff", "fragile", "cost"]
+FB_SEEDS = [f"{FB}/metrics/bonds_s{i}.json" for i in range(5)]
+FB_FRAGILE = [f"{FB}/metrics/fragile_p{i}.json" for i in range(3)]
+FB_EXPERIMENTS = [*(f"bonds_s{i}" for i in range(5)), *(f"fragile_p{i}" for i in range(3)),
+                  "main_table", "lambda_tradeoff", "fragile", "cost"]
 PAPER_METRICS["freebind"] = [f"{FB}/metrics/{e}.json" for e in FB_EXPERIMENTS]
 PAPER_TARGETS.extend(prov(
     f"{FB}/tables/main_table.md", f"{FB}/tables/main_table_gaps.md", f"{FB}/figures/lambda_tradeoff.png",
     f"{FB}/tables/lambda_t_sweep.md", f"{FB}/tables/lambda_a_sweep.md", f"{FB}/figures/fragile_claim.png",
     f"{FB}/tables/fragile_claim.md", f"{FB}/tables/cost.md"))
 
-# three explicit rules (a rule inside a loop would see the loop variable's last value in `shell:`)
+# five explicit rules (named as profiles/slurm names them; a rule inside a loop would see the loop
+# variable's last value in `shell:`)
 rule freebind_bonds_seed0:
     input: "papers/freebind/config.yaml"
     output: prov(f"{FB}/metrics/bonds_s0.json")
@@ -26,6 +31,26 @@ rule freebind_bonds_seed2:
     output: prov(f"{FB}/metrics/bonds_s2.json")
     threads: 1
     shell: experiment_cmd("freebind", "bonds_s2")
+
+rule freebind_bonds_seed3:
+    input: "papers/freebind/config.yaml"
+    output: prov(f"{FB}/metrics/bonds_s3.json")
+    threads: 1
+    shell: experiment_cmd("freebind", "bonds_s3")
+
+rule freebind_bonds_seed4:
+    input: "papers/freebind/config.yaml"
+    output: prov(f"{FB}/metrics/bonds_s4.json")
+    threads: 1
+    shell: experiment_cmd("freebind", "bonds_s4")
+
+rule freebind_fragile_point:
+    """One visibility of the fragile sweep over `fragile.seeds`."""
+    input: "papers/freebind/config.yaml"
+    output: prov(f"{FB}/metrics/fragile_p{{i}}.json")
+    wildcard_constraints: i=r"\d+"
+    threads: 1
+    shell: experiment_cmd("freebind", "fragile_p{wildcards.i}")
 
 rule freebind_main_table:
     input: "papers/freebind/config.yaml", FB_SEEDS
@@ -45,7 +70,7 @@ rule freebind_lambda_figure:
     shell: experiment_cmd("freebind", "lambda_tradeoff")
 
 rule freebind_fragile_figure:
-    input: "papers/freebind/config.yaml"
+    input: "papers/freebind/config.yaml", FB_SEEDS, FB_FRAGILE
     output:
         prov(f"{FB}/metrics/fragile.json", f"{FB}/figures/fragile_claim.png", f"{FB}/figures/fragile_claim.pdf",
              f"{FB}/tables/fragile_claim.csv", f"{FB}/tables/fragile_claim.md"),

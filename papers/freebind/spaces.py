@@ -4,10 +4,13 @@
   encoder trained against the **frozen** image encoder on audio-image pairs, a fraction of them
   mismatched. Audio never sees text.
 - Audio-text experts ("CLAP_g", "CLAP_m"): audio and text encoders trained on clean pairs (the
-  second with a skewed class prior).
+  second with a skewed class prior), whose captions name the intensity correctly only with
+  probability `spaces.at_intensity_reliability` (else a random intensity word).
 - Image-text expert ("InternVL-C"): image and text encoders trained on more pairs, wider.
 
 Each stage is one Lightning fit (shared.training), symmetric InfoNCE with a learnable temperature.
+Its checkpoint is keyed by the hash of everything that decides it (the world, the `spaces` section,
+the stage) and the seed, so it is reused only by a run with the same key (`shared.run_cache`).
 """
 from __future__ import annotations
 
@@ -86,11 +89,11 @@ class PairModule(L.LightningModule):
 
 
 def train_pair(enc_a, enc_b, xa, xb, *, out_dir: Path, seed: int, epochs: int, batch: int, lr: float,
-               freeze_b: bool = False) -> None:
+               freeze_b: bool = False, cache_config: dict | None = None) -> None:
     module = PairModule(enc_a, enc_b, lr, freeze_b)
     loader = DataLoader(TensorDataset(xa, xb), batch_size=batch, sampler=EpochSeededSampler(len(xa), seed),
                         drop_last=True)
-    trainer = make_trainer(out_dir, seed=seed, max_epochs=epochs, progress=False)
+    trainer = make_trainer(out_dir, seed=seed, max_epochs=epochs, progress=False, cache_config=cache_config)
     fit(trainer, module, loader)
     enc_a.eval()
     enc_b.eval()
@@ -121,7 +124,7 @@ class Space:
         return sum(p.numel() for e in self.encoders.values() for p in e.parameters())
 
 
-def _data(world: World, rng, n: int, mods: tuple[str, str], prior=None, mismatch: float = 0.0):
+def _data(world: World, rng, n: int, mods: tuple[str, str], prior=None, mismatch: float = 0.0, **text_kw):
     ev = world.sample_events(n, rng, prior)
     xa = world.render(ev, mods[0], rng)
     if mismatch > 0:  # a fraction of pairs whose second item comes from a different event
@@ -129,7 +132,7 @@ def _data(world: World, rng, n: int, mods: tuple[str, str], prior=None, mismatch
         bad = rng.random(n) < mismatch
         for f in ("cls", "colour", "envelope", "intensity"):
             getattr(ev, f)[bad] = getattr(ev_b, f)[bad]
-    xb = world.render(ev, mods[1], rng)
+    xb = world.render(ev, mods[1], rng, **(text_kw if mods[1] == "text" else {}))
     return xa, xb
 
 
@@ -142,25 +145,30 @@ def build_spaces(world: World, cfg, seed: int, ckpt: Path, with_vt: bool = True,
     t0 = time.perf_counter()
     s = cfg.spaces
     rng = np.random.default_rng(seed + 1000)
-    common = dict(batch=s.batch, lr=s.lr)
+    made_by = {"world": vars(world.spec), "spaces": dict(s)}  # every stage's data draws chain through rng
+
+    def common(stage):
+        return dict(batch=s.batch, lr=s.lr, cache_config={**made_by, "stage": stage})
+
     torch.manual_seed(seed)
     u = {m: make_encoder(m, s.u_width, s.u_dim) for m in ("image", "text", "audio")}
     xi, xt = _data(world, rng, s.u_pairs, ("image", "text"))
-    train_pair(u["image"], u["text"], xi, xt, out_dir=ckpt / "U_it", seed=seed, epochs=s.epochs, **common)
+    train_pair(u["image"], u["text"], xi, xt, out_dir=ckpt / "U_it", seed=seed, epochs=s.epochs, **common("U_it"))
     xa, xi = _data(world, rng, s.u_audio_pairs, ("audio", "image"), mismatch=s.u_audio_mismatch)
     train_pair(u["audio"], u["image"], xa, xi, out_dir=ckpt / "U_ai", seed=seed, epochs=s.u_audio_epochs,
-               freeze_b=True, **common)
+               freeze_b=True, **common("U_ai"))
     spaces = {"U": Space("U", u)}
     timing["U_s"] = time.perf_counter() - t0
     for name, prior in (("E1", None), ("E2", skewed_prior(s.e2_skew))):
         enc = {m: make_encoder(m, s.at_width, s.at_dim) for m in ("audio", "text")}
-        xa, xt = _data(world, rng, s.at_pairs, ("audio", "text"), prior=prior)
-        train_pair(enc["audio"], enc["text"], xa, xt, out_dir=ckpt / name, seed=seed, epochs=s.epochs, **common)
+        xa, xt = _data(world, rng, s.at_pairs, ("audio", "text"), prior=prior,
+                       intensity_reliability=s.at_intensity_reliability)
+        train_pair(enc["audio"], enc["text"], xa, xt, out_dir=ckpt / name, seed=seed, epochs=s.epochs, **common(name))
         spaces[name] = Space(name, enc)
     if not with_vt:
         return spaces
     enc = {m: make_encoder(m, s.vt_width, s.vt_dim) for m in ("image", "text")}
     xi, xt = _data(world, rng, s.vt_pairs, ("image", "text"))
-    train_pair(enc["image"], enc["text"], xi, xt, out_dir=ckpt / "VT", seed=seed, epochs=s.epochs, **common)
+    train_pair(enc["image"], enc["text"], xi, xt, out_dir=ckpt / "VT", seed=seed, epochs=s.epochs, **common("VT"))
     spaces["VT"] = Space("VT", enc)
     return spaces

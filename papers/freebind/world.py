@@ -8,6 +8,11 @@ Each event has a class c (10 digits), a visual-only colour (5 values), an audio-
 - text: ≤ 8 tokens: a class synonym, colour and envelope words (each with p=.85), an intensity word
   (p=.7) and fillers.
 
+The experts' captions (`texts(..., intensity_reliability=r)`): with probability 1 − r an audio-text
+expert's training caption carries a random intensity word instead of the true one, so at r = 0 the
+expert never learns loudness, which the unified space learns from image brightness (U knows something
+the expert lacks, as ImageBind knows visual correlates that CLAP does not).
+
 The "U-visibility of audio-only attributes" knob (`envelope_visibility`, v): with probability v an
 event's envelope equals its colour (one attribute drives both, so the image-text-trained unified
 space can represent the envelope); otherwise the envelope is drawn independently and U never
@@ -58,6 +63,10 @@ class Events:
     def __len__(self) -> int:
         return len(self.cls)
 
+    def repeat(self, k: int) -> "Events":
+        """Each event k times in a row (item i at rows i·k … i·k + k − 1): k captions per item."""
+        return Events(*(np.repeat(getattr(self, f), k) for f in ("cls", "colour", "envelope", "intensity")))
+
 
 class World:
     def __init__(self, spec: WorldSpec):
@@ -106,7 +115,9 @@ class World:
         spec = spec + self.spec.audio_noise * rng.standard_normal(spec.shape)
         return torch.tensor(spec.reshape(n, -1), dtype=torch.float32)
 
-    def texts(self, ev: Events, rng: np.random.Generator) -> torch.Tensor:
+    def texts(self, ev: Events, rng: np.random.Generator, intensity_reliability: float = 1.0) -> torch.Tensor:
+        """Captions; an intensity word is the event's own with probability `intensity_reliability`,
+        else a random one."""
         n = len(ev)
         out = np.zeros((n, MAX_TOKENS), dtype=np.int64)
         for i in range(n):
@@ -116,15 +127,18 @@ class World:
             if rng.random() < self.spec.p_attr:
                 toks.append(ENV0 + ev.envelope[i])
             if rng.random() < self.spec.p_intensity:
-                toks.append(INT0 + min(int((ev.intensity[i] - 0.3) / 0.7 * N_INTENSITY), N_INTENSITY - 1))
+                level = min(int((ev.intensity[i] - 0.3) / 0.7 * N_INTENSITY), N_INTENSITY - 1)
+                if rng.random() >= intensity_reliability:
+                    level = rng.integers(N_INTENSITY)
+                toks.append(INT0 + level)
             n_fill = rng.integers(0, MAX_TOKENS - len(toks) + 1)
             toks += list(FIL0 + rng.integers(0, N_FILLERS, size=n_fill))
             rng.shuffle(toks)
             out[i, :len(toks)] = toks
         return torch.tensor(out)
 
-    def render(self, ev: Events, modality: str, rng: np.random.Generator) -> torch.Tensor:
-        return {"audio": self.audios, "image": self.images, "text": self.texts}[modality](ev, rng)
+    def render(self, ev: Events, modality: str, rng: np.random.Generator, **kw) -> torch.Tensor:
+        return {"audio": self.audios, "image": self.images, "text": self.texts}[modality](ev, rng, **kw)
 
     @staticmethod
     def class_prompts() -> torch.Tensor:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from papers.freebind.evaluation import COLUMNS, seed_sample
-from papers.freebind.experiments import ROW_LABELS, lambda_tradeoff, main_table, point_key
+from papers.freebind.experiments import ARMS, N_SEED_JOBS, ROW_LABELS, fragile, lambda_tradeoff, main_table, point_key
 from shared.claims import evaluate_claim, load_claims, lookup
 from shared.config import load_config
 from shared.experiment import Run
@@ -34,9 +34,11 @@ def _seed_result(seed: int, lam_t, lam_a) -> dict:
 
 @pytest.fixture
 def three_seeds(tmp_path):
+    """Three seed results, the other seed jobs skipped (as at a profile with 3 seeds)."""
     cfg = load_config(PAPER / "config.yaml", "smoke")
-    for i in range(3):
-        write_json(tmp_path / "metrics" / f"bonds_s{i}.json", _seed_result(i, cfg.sweep.lam_t, cfg.sweep.lam_a))
+    for i in range(N_SEED_JOBS):
+        write_json(tmp_path / "metrics" / f"bonds_s{i}.json", _seed_result(i, cfg.sweep.lam_t, cfg.sweep.lam_a)
+                   if i < 3 else {"skipped": True})
     return cfg, tmp_path
 
 
@@ -55,11 +57,17 @@ def test_main_table_cells_are_seed_samples_and_gaps_pair_by_seed(three_seeds):
     i, j = list(ROW_LABELS).index("parallel_ATE"), COLUMNS.index("audio_acc")
     assert cell["unit"] == "seed" and cell["values"] == [10.0 * i + j + 0.5 * s for s in range(3)]
     assert m["table"]["E1"]["vt_r1"] is None  # a column the expert lacks
-    gap = m["gaps"]["parallel_vs_E1_audio_acc"]
-    assert gap["values"] == [a - b for a, b in zip(cell["values"], m["table"]["E1"]["audio_acc"]["values"])]
+    gap = m["gaps"]["parallel_vs_single_expert_audio_acc"]
+    assert gap["values"] == [a - b for a, b in zip(cell["values"], m["table"]["c_E1_mop_ATE"]["audio_acc"]["values"])]
     assert gap["n"] == 3 and gap["std"] == 0.0  # the seed offset cancels in a paired difference
+    # the better expert per seed: E2's row index is higher, so E2 here
+    assert m["best_expert"]["at_r1"]["values"] == m["table"]["E2"]["at_r1"]["values"]
+    best_gap = m["gaps"]["parallel_vs_best_expert_at_r1"]
+    assert best_gap["values"] == [a - b for a, b in zip(m["table"]["parallel_ATE"]["at_r1"]["values"],
+                                                        m["table"]["E2"]["at_r1"]["values"])]
     md = (out / "tables" / "main_table.md").read_text()
-    assert "±" in md and "n (seeds)" in md
+    assert "[" in md and "n (seeds)" in md  # cells are mean [90% interval]
+    assert "90% lo" in (out / "tables" / "main_table_gaps.md").read_text()
 
 
 def test_lambda_tradeoff_points_are_seed_samples(three_seeds):
@@ -73,7 +81,7 @@ def test_lambda_tradeoff_points_are_seed_samples(three_seeds):
     # the 1e-15 step between equal hit counts is a tie after rounding, so every VT step is monotone
     assert mono["vt_r1_frac_steps_down"]["values"] == [1.0, 1.0, 1.0]
     assert mono["at_r1_rise"]["values"] == pytest.approx([4.0] * 3)
-    assert "±" in (out / "tables" / "lambda_t_sweep.md").read_text()
+    assert "[" in (out / "tables" / "lambda_t_sweep.md").read_text()
 
 
 def test_claims_resolve_to_paired_seed_evidence(three_seeds):
@@ -92,3 +100,77 @@ def test_claims_resolve_to_paired_seed_evidence(three_seeds):
     rise = evaluate_claim(next(e for e in load_claims(PAPER / "claims.yaml") if e["id"] == "freebind.lambda_t_at_rises"),
                           metrics, "tiny")
     assert rise.status == "PASS" and rise.reproduced == pytest.approx(4.0)
+
+
+def _fragile_rows(seed: int, vis: float) -> dict:
+    """Fragile arms whose at_r1 is a known function of (seed, visibility)."""
+    at = {"U": 1.0, "E1": 8.0 + seed, "E2": 7.0, "c_E1_mop_ATE": 6.0, "parallel_ATE": 6.0 + 4 * vis + seed}
+    return {name: {"at_r1": v} for name, v in at.items()}
+
+
+def test_fragile_pairs_points_by_seed_and_reuses_the_main_seeds(three_seeds):
+    cfg, out = three_seeds
+    cfg = type(cfg).wrap({**cfg, "seeds": [0, 1, 2], "fragile": {"visibility": [0.0, 0.5, 1.0], "seeds": [0, 1, 2]}})
+    # the default visibility (.5) is read from the bonds_s<i> rows; put the fragile arms there
+    for i in range(3):
+        data = _seed_result(i, cfg.sweep.lam_t, cfg.sweep.lam_a)
+        data["rows"].update(_fragile_rows(i, 0.5))
+        write_json(out / "metrics" / f"bonds_s{i}.json", data)
+    for i, vis in enumerate((0.0, 0.5, 1.0)):
+        point = ({"visibility": vis, "from_main_seeds": True} if vis == 0.5 else
+                 {"visibility": vis, "from_main_seeds": False,
+                  "runs": [{"visibility": vis, "seed": s, "rows": _fragile_rows(s, vis)} for s in range(3)]})
+        write_json(out / "metrics" / f"fragile_p{i}.json", point)
+    m = fragile(Run("freebind", "fragile", cfg, out))
+    assert list(m) == ["vis0", "vis50", "vis100", "gap_rise"]
+    assert m["vis50"]["from_main_seeds"] and set(ARMS) <= set(m["vis50"])
+    # parallel − best expert = (6 + 4v + s) − (8 + s) = 4v − 2 on every seed
+    for key, vis in (("vis0", 0.0), ("vis50", 0.5), ("vis100", 1.0)):
+        assert m[key]["gap_parallel_vs_best_expert"]["values"] == pytest.approx([4 * vis - 2] * 3)
+    assert m["gap_rise"]["values"] == pytest.approx([4.0] * 3) and m["gap_rise"]["unit"] == "seed"
+    assert (out / "figures" / "fragile_claim.png").is_file()
+
+
+def _bare_run(cfg, ckpt, seed=0):
+    """A SeedRun without its spaces (the bank cache only needs the config, seed, world and folder)."""
+    from papers.freebind.pipeline import SeedRun, world_spec
+    from papers.freebind.world import World
+
+    r = SeedRun.__new__(SeedRun)
+    r.cfg, r.seed, r.ckpt, r.world = cfg, seed, ckpt, World(world_spec(cfg))
+    r.timing, r.params, r.banks = {}, {}, {}
+    return r
+
+
+def test_bond_cache_is_keyed_by_config_and_seed(tmp_path, caplog):
+    import logging
+
+    import torch
+    import torch.nn.functional as F
+
+    def unit(n, d, s):
+        return F.normalize(torch.randn(n, d, generator=torch.Generator().manual_seed(s)), dim=-1)
+
+    pools = {"U": {"audio": unit(200, 8, 1), "image": unit(200, 8, 2), "text": unit(200, 8, 3)},
+             "E1": {"audio": unit(200, 5, 4), "text": unit(200, 5, 5)}}
+    cfg = load_config(PAPER / "config.yaml", "smoke")
+
+    def bank(cfg, seed=0):
+        return _bare_run(cfg, tmp_path, seed).bank("c_E1", pools, "U", "E1", "U", dense=True)
+
+    def flat(b):
+        return torch.cat([v.flatten().float() for v in b.state_dict().values()])
+
+    first = bank(cfg)
+    with caplog.at_level(logging.WARNING, logger="shared.run_cache"):
+        again = bank(cfg)  # same config and seed: loaded, nothing logged
+        assert torch.equal(flat(first), flat(again)) and not caplog.records
+        edited = load_config(PAPER / "config.yaml", "smoke", ["bonds.steps=10"])
+        retrained = bank(edited)  # an edited config rerun into the same folder: retrained, one line why
+    assert not torch.equal(flat(first), flat(retrained))
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "bond c_E1 (seed 0): not reused, retraining" in lines[0] and "config hash" in lines[0]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="shared.run_cache"):
+        bank(edited, seed=1)
+    assert len(caplog.records) == 1 and "seed" in caplog.records[0].getMessage()

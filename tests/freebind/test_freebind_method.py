@@ -3,7 +3,8 @@ import torch
 import torch.nn.functional as F
 
 from papers.freebind import MoP, Projector, ProjectorBank, combination_bond, displacement_bond, mix, pseudo_tuples
-from papers.freebind.bonds import BondTrainConfig, batched_info_nce, bond_datasets, bond_loss, retrieval_weights, train_bond
+from papers.freebind.bonds import (BondTrainConfig, batched_info_nce, bond_datasets, bond_loss, project_experts,
+                                   retrieval_weights, shuffle_targets, train_bond)
 from papers.freebind.spaces import info_nce
 
 
@@ -83,9 +84,41 @@ def test_combination_leaves_images_untouched():
         par = combination_bond(U, [(E, P), (E2, P2)], 0.5, 0.1)
         hat = F.normalize((P(E["audio"]) + P2(E2["audio"])) / 2, dim=-1)
         assert torch.allclose(par["audio"], mix(U["audio"], hat, 0.5), atol=1e-6)
+        hat_t = F.normalize((P(E["text"]) + P2(E2["text"])) / 2, dim=-1)
+        assert torch.allclose(par["text"], mix(U["text"], hat_t, 0.1), atol=1e-6)
     # λ = 0 gives back U
     zero = combination_bond(U, [(E, P)], 0.0, 0.0)
     assert torch.allclose(zero["audio"], U["audio"], atol=1e-6) and torch.allclose(zero["text"], U["text"], atol=1e-6)
+
+
+def test_parallel_mean_flat_is_the_official_14_way_mean():
+    torch.manual_seed(5)
+    U = {"audio": unit(10, 8, 1), "text": unit(10, 8, 2)}
+    Eg, Em = {"audio": unit(10, 5, 3), "text": unit(10, 5, 4)}, {"audio": unit(10, 5, 5), "text": unit(10, 5, 6)}
+    G = MoP([Projector(5, 8, hidden=16).eval() for _ in range(7)])
+    M = MoP([Projector(5, 8, hidden=16).eval() for _ in range(7)])
+    with torch.no_grad():
+        all14 = torch.stack([f(Eg["audio"]) for f in G.members] + [f(Em["audio"]) for f in M.members])
+        flat = F.normalize(all14.mean(0), dim=-1)
+        per_expert = F.normalize((G(Eg["audio"]) + M(Em["audio"])) / 2, dim=-1)
+    assert torch.allclose(project_experts([(Eg, G), (Em, M)], "audio"), flat, atol=1e-6)  # the default
+    assert torch.allclose(project_experts([(Eg, G), (Em, M)], "audio", "per_expert"), per_expert, atol=1e-6)
+    assert not torch.allclose(flat, per_expert, atol=1e-4)  # the two rules differ
+    out = combination_bond(U, [(Eg, G), (Em, M)], 0.8, 0.5)
+    assert torch.allclose(out["audio"], mix(U["audio"], flat, 0.8), atol=1e-6)
+    with torch.no_grad():  # one expert: both rules are the MoP itself
+        assert torch.allclose(project_experts([(Eg, G)], "text", "per_expert"), G(Eg["text"]), atol=1e-6)
+        assert torch.allclose(project_experts([(Eg, G)], "text"), G(Eg["text"]), atol=1e-6)
+
+
+def test_shuffled_targets_break_correspondence_only():
+    src = {"audio": unit(50, 4, 1), "text": unit(50, 4, 2)}
+    tgt = {"audio": unit(50, 6, 3), "text": unit(50, 6, 4)}
+    (s, t), = shuffle_targets([(src, tgt)], seed=0)
+    assert s is src  # the sources are untouched
+    perm = [int(torch.argmax(tgt["audio"] @ row)) for row in t["audio"]]
+    assert sorted(perm) == list(range(50)) and sum(p == i for i, p in enumerate(perm)) < 5
+    assert torch.equal(t["text"], tgt["text"][perm])  # one permutation: a target tuple stays whole
 
 
 def test_displacement_routes_audio_only_through_projector():
