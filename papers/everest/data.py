@@ -1,11 +1,20 @@
 """Procedural moving-digit clips (tiny/smoke) and the tubelet-token ground truth of the moving digit.
 
 A clip: 16 frames of 32×32 grayscale. A textured static background, one static distractor digit and
-one moving digit (sklearn's bundled `load_digits`, 8×8), plus small Gaussian noise. The class is the
-moving digit's motion pattern: 8 directions (classes 0-7), optionally circle, bounce and stop-go.
-Controls: a global camera pan (background and distractor shift, the digit keeps its image motion, so
-every token moves) and flicker (global brightness oscillation). Seeded: the same seed gives the same
-clips.
+one moving digit (sklearn's bundled `load_digits`, 8×8), plus small Gaussian noise.
+
+**The class is the identity (0-9) of the moving digit.** The distractor is a digit of another class,
+so a clip always shows two digits and only motion tells which one is the class: motion is the
+informative, non-redundant part of the clip. The motion itself (one of 8 directions, optionally
+circle / bounce / stop-go) is a nuisance drawn independently of the class and kept as `Clips.motion`.
+The keep mask of motion-score selection follows the trajectory, so it should say nothing about the
+class (`leak.py` checks this with a linear probe), while it does say the direction.
+
+Options: static stretches (`rest`: the moving digit rests during that fraction of the clip's 4-frame
+windows, for information-intensive frame selection), a global camera pan (background and distractor
+shift, the digit keeps its image motion, so every token moves) and flicker (global brightness
+oscillation). Clip i depends only on (seed, i): `make_clips(n, s)` is the first n clips of
+`make_clips(m, s)` for m > n.
 """
 from __future__ import annotations
 
@@ -17,13 +26,20 @@ import torch
 from scipy.ndimage import gaussian_filter
 
 EXTRA_PATTERNS = ("circle", "bounce", "stopgo")
+NUM_CLASSES = 10            # digit identities
+REST_WINDOW = 4             # frames per window of motion or rest
+# data-config keys that describe the loader or the splits, not a clip (accepted so that
+# `make_clips(n, seed, **cfg.data)` works)
+LOADER_KEYS = ("source", "channels", "n_pretrain", "n_finetune", "n_test", "mean", "std", "num_classes",
+               "pretrain_list", "train_list", "test_list", "root", "stride", "test_segments")
 
 
 @dataclass
 class Clips:
     video: torch.Tensor    # [n, 1, F, H, W] float32 in [0, 1]
-    labels: torch.Tensor   # [n] int64
+    labels: torch.Tensor   # [n] int64: identity of the moving digit
     moving: torch.Tensor   # [n, F, H, W] bool: pixels of the moving digit
+    motion: torch.Tensor   # [n] int64: motion pattern (0-7 directions, 8+ extra patterns), a nuisance
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -32,78 +48,102 @@ class Clips:
         return self.video[idx], self.labels[idx]
 
     def subset(self, n: int) -> "Clips":
-        return Clips(self.video[:n], self.labels[:n], self.moving[:n])
+        return Clips(self.video[:n], self.labels[:n], self.moving[:n], self.motion[:n])
 
 
-def _digits() -> np.ndarray:
+def _digits() -> tuple[np.ndarray, np.ndarray]:
     from sklearn.datasets import load_digits
 
-    return (load_digits().images / 16.0).astype(np.float32)
+    d = load_digits()
+    return (d.images / 16.0).astype(np.float32), d.target
 
 
-def num_classes(patterns: list[str] | tuple[str, ...]) -> int:
+def num_motions(patterns: list[str] | tuple[str, ...]) -> int:
+    """Number of motion patterns: 8 directions plus the extra patterns named in `patterns`."""
     return 8 + sum(p in patterns for p in EXTRA_PATTERNS)
 
 
-def _trajectory(label: int, frames: int, room: int, speed: float, rng: np.random.Generator,
-                extras: list[str]) -> np.ndarray:
-    """Top-left corner (y, x) per frame, inside [0, room]."""
-    f = np.arange(frames, dtype=np.float64)
-    if label < 8:
-        ang = label * math.pi / 4
+def motion_clock(frames: int, rest: float, rng: np.random.Generator) -> np.ndarray:
+    """Motion time c(f) per frame: how many frame steps the digit has moved by frame f. With
+    rest > 0, the digit rests during round(rest·W) randomly chosen 4-frame windows (at least one
+    window moves)."""
+    windows = -(-frames // REST_WINDOW)
+    resting = min(int(round(rest * windows)), windows - 1)
+    moves = np.ones(windows, bool)
+    moves[rng.choice(windows, resting, replace=False)] = False
+    advance = np.repeat(moves, REST_WINDOW)[:frames].astype(float)
+    advance[0] = 0.0
+    return np.cumsum(advance)
+
+
+def _trajectory(motion: int, clock: np.ndarray, frames: int, room: int, speed: float,
+                rng: np.random.Generator, extras: list[str]) -> np.ndarray:
+    """Top-left corner (y, x) per frame, inside [0, room], at motion times `clock`."""
+    c = clock
+    if motion < 8:
+        ang = motion * math.pi / 4
         vy, vx = -math.sin(ang) * speed, math.cos(ang) * speed
-        span_y, span_x = abs(vy) * (frames - 1), abs(vx) * (frames - 1)
+        span_y, span_x = abs(vy) * c[-1], abs(vx) * c[-1]
         y0 = rng.uniform(0, room - span_y) + (span_y if vy < 0 else 0)
         x0 = rng.uniform(0, room - span_x) + (span_x if vx < 0 else 0)
-        return np.stack([y0 + vy * f, x0 + vx * f], 1)
-    kind = extras[label - 8]
+        return np.stack([y0 + vy * c, x0 + vx * c], 1)
+    kind = extras[motion - 8]
     if kind == "circle":
         r = room / 3
-        phase = rng.uniform(0, 2 * math.pi)
-        a = phase + 2 * math.pi * f / frames
+        a = rng.uniform(0, 2 * math.pi) + 2 * math.pi * c / frames
         return np.stack([room / 2 + r * np.sin(a), room / 2 + r * np.cos(a)], 1)
     if kind == "bounce":  # horizontal there and back
         y = rng.uniform(0, room)
-        x = np.abs(((f * 2 * speed) % (2 * room)) - room)
-        return np.stack([np.full_like(f, y), x], 1)
-    # stop-go: moves right only on alternate 4-frame windows
+        x = np.abs(((c * 2 * speed) % (2 * room)) - room)
+        return np.stack([np.full_like(c, y), x], 1)
+    # stop-go: moves right only on alternate 4-frame windows of motion time
     y = rng.uniform(0, room)
-    steps = ((f // 4) % 2 == 0).astype(float) * 2 * speed
-    x = np.concatenate([[0.0], np.cumsum(steps[:-1])])
+    steps = ((np.floor(c) // 4) % 2 == 0).astype(float) * 2 * speed * (np.diff(c, prepend=0.0) > 0)
+    x = np.cumsum(steps)
     x = rng.uniform(0, max(room - x[-1], 0)) + x
-    return np.stack([np.full_like(f, y), np.clip(x, 0, room)], 1)
+    return np.stack([np.full_like(c, y), np.clip(x, 0, room)], 1)
 
 
 def make_clips(n: int, seed: int, *, frames: int = 16, size: int = 32, speed: float = 1.5,
                noise: float = 0.02, patterns: list[str] | tuple[str, ...] = ("directions",),
-               pan_speed: float = 0.0, flicker: float = 0.0, background: float = 0.35,
-               distractor: float = 0.8, label: int | None = None) -> Clips:
-    """`n` seeded clips. pan_speed > 0: a global camera pan of that many pixels per frame in a random
-    direction per clip; flicker > 0: brightness × (1 + flicker·sin(·)) per frame; `label` forces
-    every clip's class (for the notebook's explorer)."""
-    rng = np.random.default_rng(seed)
-    digits = _digits()
+               pan_speed: float = 0.0, flicker: float = 0.0, rest: float = 0.0, background: float = 0.35,
+               distractor: float = 0.8, label: int | None = None, motion: int | None = None,
+               **loader_keys) -> Clips:
+    """`n` seeded clips; the keyword arguments are the `data` config section (loader keys ignored).
+
+    pan_speed > 0: a global camera pan of that many pixels per frame in a random direction per clip;
+    flicker > 0: brightness × (1 + flicker·sin(·)) per frame; rest: fraction of 4-frame windows in
+    which the moving digit rests; `label` / `motion` force every clip's class / motion pattern (for
+    the notebook's explorer)."""
+    unknown = sorted(set(loader_keys) - set(LOADER_KEYS))
+    if unknown:
+        raise TypeError(f"make_clips got unknown keys {unknown}; clip keys are frames, size, speed, noise, "
+                        f"patterns, pan_speed, flicker, rest (and the data-config loader keys {list(LOADER_KEYS)})")
+    images, identity = _digits()
+    by_class = [np.flatnonzero(identity == k) for k in range(NUM_CLASSES)]
     extras = [p for p in EXTRA_PATTERNS if p in patterns]
-    k = num_classes(patterns)
     margin = int(math.ceil(pan_speed * (frames - 1))) + 1
     canvas = size + 2 * margin
     room = size - 8
     video = np.empty((n, frames, size, size), np.float32)
     moving = np.zeros((n, frames, size, size), bool)
-    labels = rng.integers(0, k, size=n)
-    if label is not None:
-        labels[:] = label
-    textures = gaussian_filter(rng.random((n, canvas, canvas), dtype=np.float32), sigma=(0, 1.5, 1.5))
+    labels = np.empty(n, np.int64)
+    motions = np.empty(n, np.int64)
     for i in range(n):
-        tex = textures[i]
+        rng = np.random.default_rng([seed, i])
+        labels[i] = rng.integers(NUM_CLASSES) if label is None else label
+        motions[i] = rng.integers(num_motions(patterns)) if motion is None else motion
+        other = (labels[i] + 1 + rng.integers(NUM_CLASSES - 1)) % NUM_CLASSES   # any other class
+        digit = images[rng.choice(by_class[labels[i]])]
+        dist = images[rng.choice(by_class[other])]
+        tex = gaussian_filter(rng.random((canvas, canvas), dtype=np.float32), sigma=1.5)
         tex = (tex - tex.min()) / (np.ptp(tex) + 1e-8) * background
         dy, dx = rng.integers(margin, margin + room + 1, size=2)
-        dist = digits[rng.integers(len(digits))]
         tex[dy:dy + 8, dx:dx + 8] = np.maximum(tex[dy:dy + 8, dx:dx + 8], distractor * dist)
         ang = rng.uniform(0, 2 * math.pi)
         pan = np.array([math.sin(ang), math.cos(ang)]) * pan_speed
-        digit = digits[rng.integers(len(digits))]
-        path = np.rint(_trajectory(int(labels[i]), frames, room, speed, rng, extras)).astype(int)
+        clock = motion_clock(frames, rest, rng)
+        path = np.rint(_trajectory(int(motions[i]), clock, frames, room, speed, rng, extras)).astype(int)
         path = np.clip(path, 0, room)
         phase = rng.uniform(0, 2 * math.pi)
         for f in range(frames):
@@ -116,9 +156,10 @@ def make_clips(n: int, seed: int, *, frames: int = 16, size: int = 32, speed: fl
             if flicker:
                 frame *= 1 + flicker * math.sin(2 * math.pi * f / 4 + phase)
             video[i, f] = frame
-    video += noise * rng.standard_normal(video.shape).astype(np.float32)
+        video[i] += noise * rng.standard_normal(video[i].shape).astype(np.float32)
     video = np.clip(video, 0.0, 1.0)
-    return Clips(torch.from_numpy(video).unsqueeze(1), torch.from_numpy(labels).long(), torch.from_numpy(moving))
+    return Clips(torch.from_numpy(video).unsqueeze(1), torch.from_numpy(labels), torch.from_numpy(moving),
+                 torch.from_numpy(motions))
 
 
 def token_cover(moving: torch.Tensor, patch: int, tubelet: int) -> torch.Tensor:

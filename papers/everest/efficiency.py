@@ -50,11 +50,16 @@ def finetune_macs(d: VitDims, kept: int) -> dict[str, int]:
     return parts
 
 
+def vit_b_dims() -> VitDims:
+    """The paper's ViT-B at 16×224², tubelet 2, patch 16 (N = 1568), decoder 384 wide, 4 deep."""
+    return VitDims(tokens=1568, patch_values=2 * 16 * 16 * 3, dim=768, depth=12, decoder_dim=384, decoder_depth=4)
+
+
 def vit_b_table() -> list[dict]:
     """The paper's ViT-B at 16×224², tubelet 2, patch 16 (N = 1568): VideoMAE vs EVEREST GMACs."""
     from .selection import count
 
-    d = VitDims(tokens=1568, patch_values=2 * 16 * 16 * 3, dim=768, depth=12, decoder_dim=384, decoder_depth=4)
+    d = vit_b_dims()
     tube_v = 8 * (196 - count(0.9, 196))
     k, v = count(0.3, 1568), count(0.1, 1568)
     rows = []
@@ -91,6 +96,35 @@ def saved_activation_bytes(fn, params) -> int:
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         fn()
     return sum(seen.values())
+
+
+def flops_and_saved_bytes(fn, params) -> tuple[int, int]:
+    """(`counted_flops`, `saved_activation_bytes`) of one call of `fn()`."""
+    param_ptrs = {p.untyped_storage().data_ptr() for p in params}
+    seen: dict[int, int] = {}
+
+    def pack(t: torch.Tensor):
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in param_ptrs:
+            seen[storage.data_ptr()] = max(seen.get(storage.data_ptr(), 0), storage.nbytes())
+        return t
+
+    with FlopCounterMode(display=False) as counter, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn()
+    return int(counter.get_total_flops()), sum(seen.values())
+
+
+def peak_cuda_bytes(fn, device) -> int | None:
+    """Peak CUDA memory allocated while `fn()` runs (forward and backward), above what was allocated
+    before; None off CUDA (use `saved_activation_bytes` there)."""
+    if not str(device).startswith("cuda"):
+        return None
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    base = torch.cuda.memory_allocated(device)
+    fn()
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - base
 
 
 def interleaved_median_times(steps: dict[str, callable], repeats: int, warmup: int = 2) -> dict[str, float]:

@@ -25,11 +25,11 @@ def config(profile: str):
 
 
 def selection_view(profile: str, pattern: str = "direction →", rho_pre: float = 0.3, pan: bool = False, seed: int = 0):
-    """One clip of the chosen motion pattern and the tokens EVEREST keeps at this ρ_pre (initial encoder)."""
+    """One clip with the chosen motion pattern and the tokens EVEREST keeps at this ρ_pre (initial encoder)."""
     cfg = config(profile)
     label = PATTERNS[pattern]
     patterns = ["directions", *EXTRA_PATTERNS] if label >= 8 else ["directions"]
-    clips = make_clips(1, seed, patterns=patterns, label=label, pan_speed=cfg.data.pan_speed if pan else 0.0)
+    clips = make_clips(1, seed, patterns=patterns, motion=label, pan_speed=cfg.overlay.pan_speed if pan else 0.0)
     torch.manual_seed(derive_seed(cfg.seed, "init"))
     ae = build_autoencoder(cfg).eval()
     with torch.no_grad():

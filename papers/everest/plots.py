@@ -50,20 +50,6 @@ def overlay_figure(video: torch.Tensor, kept: torch.Tensor, patch: int, tubelet:
     return fig
 
 
-def budget_figure(budgets: list[float], curves: dict[str, list[float]], steps: int,
-                  stds: dict[str, list[float]] | None = None):
-    """Mean top-1 against the pre-training budget; error bars = std over seeds (none at one seed)."""
-    fig, ax = plt.subplots(figsize=(4, 3))
-    for name, acc in curves.items():
-        ax.errorbar([100 * b for b in budgets], acc, yerr=(stds or {}).get(name), marker="o", capsize=3, label=name)
-    ax.set_xlabel(f"pre-training budget (% of {steps} steps)")
-    ax.set_ylabel("fine-tuned top-1 (%)")
-    ax.legend()
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return fig
-
-
 def reconstruction_figure(video: torch.Tensor, recon: torch.Tensor, visible: torch.Tensor, target: torch.Tensor,
                           patch: int, tubelet: int, slices_shown: int = 4):
     """Input, encoder view (visible tokens only), reconstruction of the targets, for one clip."""

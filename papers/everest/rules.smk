@@ -1,21 +1,23 @@
-# EVEREST vs VideoMAE: pre-training arms, fine-tuning arms, budget fine-tunes, then tables/figures.
+# EVEREST vs VideoMAE: pre-training arms, fine-tuning arms (the 2×2 and controls), the label-leak
+# probe, then tables/figures.
 EV = f"{RESULTS}/everest"
 EV_CFG = "papers/everest/config.yaml"
-EV_PRETRAIN = ["videomae", "everest", "ascending", "videomae_pan", "everest_pan"]
+EV_PRETRAIN = ["videomae", "everest", "ascending", "everest_uniform_frames", "everest_selected_frames"]
 # fine-tune arm -> the pre-training arm whose weights it starts from (None: scratch)
-EV_FINETUNE = {"videomae": "videomae", "everest": "everest", "random": "everest", "ascending": "ascending",
-               "scratch": None, "videomae_pan": "videomae_pan", "everest_pan": "everest_pan"}
-EV_BUDGET = ["videomae", "everest"]
+EV_FINETUNE = {"videomae": "videomae", "videomae_pruned": "videomae", "everest_full": "everest",
+               "everest": "everest", "random": "everest", "ascending": "ascending", "scratch": None,
+               "everest_uniform_frames": "everest_uniform_frames",
+               "everest_selected_frames": "everest_selected_frames"}
 
 PAPER_METRICS["everest"] = (
     [f"{EV}/metrics/pretrain_{a}.json" for a in EV_PRETRAIN]
     + [f"{EV}/metrics/finetune_{a}.json" for a in EV_FINETUNE]
-    + [f"{EV}/metrics/budget_{a}.json" for a in EV_BUDGET]
-    + [f"{EV}/metrics/{e}.json" for e in ("accuracy", "efficiency", "token_overlay")]
+    + [f"{EV}/metrics/{e}.json" for e in ("label_leak", "accuracy", "efficiency", "efficiency_vit_b", "token_overlay")]
 )
 PAPER_TARGETS.extend(prov(
-    f"{EV}/figures/accuracy_vs_budget.png", f"{EV}/figures/token_overlay.png",
-    f"{EV}/tables/accuracy.md", f"{EV}/tables/accuracy_pan.md", f"{EV}/tables/accuracy_vs_budget.md",
+    f"{EV}/figures/token_overlay.png",
+    f"{EV}/tables/accuracy_2x2.md", f"{EV}/tables/accuracy.md", f"{EV}/tables/accuracy_gaps.md",
+    f"{EV}/tables/frame_selection.md", f"{EV}/tables/label_leak.md",
     f"{EV}/tables/efficiency.md", f"{EV}/tables/efficiency_vit_b.md", f"{EV}/tables/token_selection.md",
 ))
 
@@ -26,7 +28,7 @@ def _ev_pretrain_input(wc):
 
 
 rule everest_pretrain_checkpoints:
-    """Pre-training of one arm (weights at 25/50/100% of the steps under checkpoints/)."""
+    """Pre-training of one arm, once per seed (weights under checkpoints/)."""
     input: EV_CFG
     output: prov(f"{EV}/metrics/pretrain_{{arm}}.json")
     wildcard_constraints: arm="|".join(EV_PRETRAIN)
@@ -35,7 +37,7 @@ rule everest_pretrain_checkpoints:
 
 
 rule everest_finetune_top1:
-    """Fine-tuning + test top-1 of one arm."""
+    """Fine-tuning + test top-1 of one arm, once per seed."""
     input: _ev_pretrain_input
     output: prov(f"{EV}/metrics/finetune_{{arm}}.json")
     wildcard_constraints: arm="|".join(EV_FINETUNE)
@@ -43,36 +45,41 @@ rule everest_finetune_top1:
     shell: experiment_cmd("everest", "finetune_{wildcards.arm}")
 
 
-rule everest_budget_top1:
-    """Fine-tunes of the 25% and 50% pre-training snapshots."""
-    input: EV_CFG, f"{EV}/metrics/pretrain_{{arm}}.json"
-    output: prov(f"{EV}/metrics/budget_{{arm}}.json")
-    wildcard_constraints: arm="|".join(EV_BUDGET)
+rule everest_label_leak_probe:
+    """Linear probes on the keep mask alone: the class (chance) and the motion direction (control)."""
+    input: EV_CFG
+    output: prov(f"{EV}/metrics/label_leak.json", f"{EV}/tables/label_leak.csv", f"{EV}/tables/label_leak.md")
     threads: 1
-    shell: experiment_cmd("everest", "budget_{wildcards.arm}")
+    shell: experiment_cmd("everest", "label_leak")
 
 
 rule everest_accuracy_table:
     input:
         EV_CFG,
         [f"{EV}/metrics/finetune_{a}.json" for a in EV_FINETUNE],
-        [f"{EV}/metrics/budget_{a}.json" for a in EV_BUDGET],
+        [f"{EV}/metrics/pretrain_{a}.json" for a in ("everest_uniform_frames", "everest_selected_frames")],
     output:
-        prov(f"{EV}/metrics/accuracy.json", f"{EV}/tables/accuracy.csv", f"{EV}/tables/accuracy.md",
-             f"{EV}/tables/accuracy_pan.csv", f"{EV}/tables/accuracy_pan.md",
-             f"{EV}/tables/accuracy_vs_budget.csv", f"{EV}/tables/accuracy_vs_budget.md",
-             f"{EV}/figures/accuracy_vs_budget.png", f"{EV}/figures/accuracy_vs_budget.pdf"),
+        prov(f"{EV}/metrics/accuracy.json",
+             *[f"{EV}/tables/{t}.{ext}" for t in ("accuracy_2x2", "accuracy", "accuracy_gaps", "frame_selection")
+               for ext in ("csv", "md")]),
     threads: 1
     shell: experiment_cmd("everest", "accuracy")
 
 
 rule everest_efficiency_table:
     input: EV_CFG
-    output:
-        prov(f"{EV}/metrics/efficiency.json", f"{EV}/tables/efficiency.csv", f"{EV}/tables/efficiency.md",
-             f"{EV}/tables/efficiency_vit_b.csv", f"{EV}/tables/efficiency_vit_b.md"),
+    output: prov(f"{EV}/metrics/efficiency.json", f"{EV}/tables/efficiency.csv", f"{EV}/tables/efficiency.md")
     threads: 1
     shell: experiment_cmd("everest", "efficiency")
+
+
+rule everest_efficiency_vit_b_table:
+    input: EV_CFG
+    output:
+        prov(f"{EV}/metrics/efficiency_vit_b.json", f"{EV}/tables/efficiency_vit_b.csv",
+             f"{EV}/tables/efficiency_vit_b.md"),
+    threads: 1
+    shell: experiment_cmd("everest", "efficiency_vit_b")
 
 
 rule everest_token_overlay:

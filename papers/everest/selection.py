@@ -15,7 +15,9 @@ argsort is unstable, and it hard-codes T' = 8 (`[:, :7]`), generalised here to a
 
 Information-intensive frame selection (paper §3.3, not in the released code): from 2ατ uniformly
 sampled candidate frames (ατ pairs), count c_i of the top-ρ_pre tokens in pair i, draw τ pairs
-without replacement with probability c_i / Σc.
+without replacement with probability c_i / Σc. Here ties in that top-ρ_pre (exact zeros of static
+frames without noise) are broken at random, so no pair gains counts from its position in time;
+`uniform_frame_pairs` is the ablation (τ of the ατ pairs uniformly at random).
 """
 from __future__ import annotations
 
@@ -112,13 +114,17 @@ def random_keep_mask(batch: int, n: int, keep_ratio: float = 0.6,
     return _to_mask(idx, n)
 
 
-def frame_pair_probabilities(scores: torch.Tensor, rho_pre: float = 0.3) -> torch.Tensor:
+def frame_pair_probabilities(scores: torch.Tensor, rho_pre: float = 0.3,
+                             generator: torch.Generator | None = None) -> torch.Tensor:
     """scores [P, L] of one clip's P candidate frame pairs -> sampling probabilities [P].
 
-    c_i = number of the clip's top-⌊rho_pre·P·L⌋ tokens that lie in pair i; p_i = c_i / Σc.
-    """
+    c_i = number of the clip's top-⌊rho_pre·P·L⌋ tokens that lie in pair i; p_i = c_i / Σc. Tied
+    scores are ordered at random (a random permutation before the stable sort), not by time."""
     p, l = scores.shape
-    keep = top_tokens(scores.reshape(1, -1), count(rho_pre, p * l))[0]
+    flat = scores.reshape(-1)
+    perm = torch.randperm(flat.numel(), generator=generator).to(flat.device)
+    order = torch.sort(flat[perm], descending=True, stable=True).indices
+    keep = perm[order[:count(rho_pre, p * l)]]
     counts = torch.bincount(torch.div(keep, l, rounding_mode="floor"), minlength=p).float()
     return counts / counts.sum()
 
@@ -128,19 +134,33 @@ def select_frame_pairs(scores: torch.Tensor, num_pairs: int, rho_pre: float = 0.
     """Draw `num_pairs` of the P candidate pairs without replacement, p_i ∝ c_i; sorted in time.
 
     Pairs with c_i = 0 are drawn only once every pair with c_i > 0 is taken."""
-    probs = frame_pair_probabilities(scores, rho_pre)
+    probs = frame_pair_probabilities(scores, rho_pre, generator)
     probs = probs + 1e-12 * (probs == 0)
     return torch.multinomial(probs, num_pairs, replacement=False, generator=generator).sort().values
 
 
-def information_intensive_frames(video: torch.Tensor, embed, num_pairs: int, rho_pre: float = 0.3,
-                                 generator: torch.Generator | None = None) -> torch.Tensor:
-    """video [C, 2·P, H, W] of P = α·τ candidate frame pairs -> [C, 2·num_pairs, H, W].
+def uniform_frame_pairs(num_candidates: int, num_pairs: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """The ablation: `num_pairs` of the candidate pairs uniformly without replacement, sorted in time."""
+    return torch.randperm(num_candidates, generator=generator)[:num_pairs].sort().values
+
+
+def pair_frames(video: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
+    """video [C, 2·P, H, W] and pair indices [τ] -> the clip of those pairs [C, 2τ, H, W]."""
+    return video[:, torch.stack([2 * pairs, 2 * pairs + 1], dim=1).reshape(-1)]
+
+
+def information_intensive_pairs(video: torch.Tensor, embed, num_pairs: int, rho_pre: float = 0.3,
+                                generator: torch.Generator | None = None) -> torch.Tensor:
+    """video [C, 2·P, H, W] of P = α·τ candidate frame pairs -> the drawn pair indices [num_pairs].
 
     `embed` maps [1, C, 2P, H, W] to patch embeddings [1, P, L, D] (the model's tubelet embedding,
     tubelet size 2, so one temporal slice = one frame pair)."""
     with torch.no_grad():
         scores = motion_scores(embed(video.unsqueeze(0)))[0]
-    pairs = select_frame_pairs(scores, num_pairs, rho_pre, generator)
-    frames = torch.stack([2 * pairs, 2 * pairs + 1], dim=1).reshape(-1)
-    return video[:, frames]
+    return select_frame_pairs(scores, num_pairs, rho_pre, generator)
+
+
+def information_intensive_frames(video: torch.Tensor, embed, num_pairs: int, rho_pre: float = 0.3,
+                                 generator: torch.Generator | None = None) -> torch.Tensor:
+    """video [C, 2·P, H, W] -> [C, 2·num_pairs, H, W]: the pairs `information_intensive_pairs` draws."""
+    return pair_frames(video, information_intensive_pairs(video, embed, num_pairs, rho_pre, generator))

@@ -17,9 +17,11 @@ from torch import nn
 from shared.seeding import derive_seed
 
 from .model import MaskedVideoAutoencoder, VideoClassifier
-from .selection import information_intensive_frames, motion_scores, select_tokens, tube_mask
+from .selection import (motion_scores, pair_frames, select_frame_pairs, select_tokens, tube_mask,
+                        uniform_frame_pairs)
 
 METHODS = ("tube", "everest", "ascending")
+FRAME_SELECTORS = ("information", "uniform")
 
 
 def make_masks(model: MaskedVideoAutoencoder, video: torch.Tensor, method: str, sel, generator=None):
@@ -108,19 +110,35 @@ def _save(path: Path, model, opt, gens: dict, step: int, key: str) -> None:
     tmp.replace(path)
 
 
+def choose_pairs(model: MaskedVideoAutoencoder, clips: torch.Tensor, frames: str, rho_pre: float,
+                 generator: torch.Generator) -> torch.Tensor:
+    """The τ frame pairs [b, τ] of candidate clips [b, C, 2·α·τ, H, W]: `information` (frame
+    selection with the current embedding) or `uniform` (the ablation)."""
+    pairs = model.encoder.slices
+    if frames == "information":
+        with torch.no_grad():
+            scores = motion_scores(model.embed(clips)).cpu()            # [b, α·τ, L]
+        return torch.stack([select_frame_pairs(s, pairs, rho_pre, generator) for s in scores])
+    if frames == "uniform":
+        return torch.stack([uniform_frame_pairs(clips.shape[2] // 2, pairs, generator) for _ in range(len(clips))])
+    raise ValueError(f"frames={frames!r}; choose one of {FRAME_SELECTORS}")
+
+
 def pretrain(model: MaskedVideoAutoencoder, data, method: str, cfg, seed: int,
-             ckpt_dir: Path, snapshots: dict[int, str] | None = None, device: str = "cpu") -> list[float]:
+             ckpt_dir: Path, snapshots: dict[int, str] | None = None, device: str = "cpu",
+             frames: str | None = None) -> list[float]:
     """Pre-train on `data` (len() and batch(idx) -> (video [b, C, F, H, W], labels)); writes
     ckpt_dir/<name>.pt weights at each snapshot step.
 
     The batch order (seed, "batches") is the same for every method; masks come from (seed, "masks").
-    With `cfg.frame_selection.enabled`, `data` holds candidate clips of 2·α·τ frames and each clip's
-    τ frame pairs are drawn by information-intensive frame selection with the current embedding."""
+    With `frames` ("information" or "uniform"), `data` holds candidate clips of 2·α·τ frames and each
+    clip's τ frame pairs are drawn by `choose_pairs` (generator (seed, "frames"))."""
     p = cfg.pretrain
     model.to(device).train()
     opt = torch.optim.AdamW(param_groups(model, p.weight_decay), lr=p.lr, betas=tuple(p.betas))
     gens = {"batches": torch.Generator().manual_seed(derive_seed(seed, "batches")),
-            "masks": torch.Generator().manual_seed(derive_seed(seed, "masks"))}
+            "masks": torch.Generator().manual_seed(derive_seed(seed, "masks")),
+            "frames": torch.Generator().manual_seed(derive_seed(seed, "frames"))}
     last = ckpt_dir / "last.pt"
     start = _resume(last, model, opt, gens, _config_key(cfg))
     losses = [float(x) for x in (torch.load(ckpt_dir / "losses.pt", weights_only=True).tolist() if start else [])]
@@ -130,10 +148,9 @@ def pretrain(model: MaskedVideoAutoencoder, data, method: str, cfg, seed: int,
         _set_lr(opt, lr_at(step, p.steps, p.lr, p.min_lr, warmup))
         idx = torch.randint(len(data), (p.batch,), generator=gens["batches"])
         clip = data.batch(idx)[0].to(device)
-        if cfg.frame_selection.enabled:
-            pairs = model.encoder.slices
-            clip = torch.stack([information_intensive_frames(c, model.embed, pairs, cfg.selection.rho_pre, gens["masks"])
-                                for c in clip])
+        if frames is not None:
+            chosen = choose_pairs(model, clip, frames, cfg.selection.rho_pre, gens["frames"])
+            clip = torch.stack([pair_frames(c, pairs) for c, pairs in zip(clip, chosen)])
         e, vis, tgt = make_masks(model, clip, method, cfg.selection, gens["masks"])
         loss = model(clip, vis, tgt, embeddings=e)
         opt.zero_grad(set_to_none=True)

@@ -5,9 +5,15 @@ import numpy as np
 import pytest
 import torch
 
-from papers.everest.data import make_clips, num_classes, token_cover
+from pathlib import Path
+
+from papers.everest.data import NUM_CLASSES, make_clips, num_motions, token_cover
 from papers.everest.model import TubeletEmbed
-from papers.everest.selection import frame_pair_probabilities, information_intensive_frames, select_frame_pairs
+from papers.everest.selection import (frame_pair_probabilities, information_intensive_frames,
+                                      information_intensive_pairs, select_frame_pairs, uniform_frame_pairs)
+from shared.config import load_config
+
+CONFIG = Path(__file__).resolve().parents[2] / "papers" / "everest" / "config.yaml"
 
 
 def test_clips_deterministic_and_shaped():
@@ -16,10 +22,21 @@ def test_clips_deterministic_and_shaped():
     assert torch.equal(a.video, b.video) and torch.equal(a.labels, b.labels)
     assert not torch.equal(a.video, c.video)
     assert 0 <= float(a.video.min()) and float(a.video.max()) <= 1
-    assert num_classes(["directions", "circle", "bounce", "stopgo"]) == 11
+    assert num_motions(["directions", "circle", "bounce", "stopgo"]) == 11
+    longer = make_clips(10, 3)                       # clip i depends on (seed, i) only
+    assert torch.equal(longer.video[:6], a.video) and torch.equal(longer.motion[:6], a.motion)
 
 
-def test_label_is_motion_direction():
+def test_make_clips_takes_the_data_config():
+    cfg = load_config(CONFIG, "tiny")
+    clips = make_clips(4, 0, **cfg.data)
+    assert clips.video.shape == (4, 1, cfg.data.frames, cfg.data.size, cfg.data.size)
+    assert clips.labels.dtype == torch.int64 and int(clips.labels.max()) < NUM_CLASSES
+    with pytest.raises(TypeError, match="unknown keys"):
+        make_clips(2, 0, sped=2.0)
+
+
+def test_motion_is_the_nuisance_direction_and_class_is_independent():
     clips = make_clips(40, 0, noise=0.0)
     for i in range(40):
         ys, xs = [], []
@@ -28,9 +45,62 @@ def test_label_is_motion_direction():
             ys.append(yy.float().mean())
             xs.append(xx.float().mean())
         dy, dx = float(ys[1] - ys[0]), float(xs[1] - xs[0])
-        ang = clips.labels[i].item() * math.pi / 4
+        ang = clips.motion[i].item() * math.pi / 4
         cos = (dx * math.cos(ang) - dy * math.sin(ang)) / math.hypot(dx, dy)
-        assert cos > 0.9, (i, clips.labels[i], dx, dy)
+        assert cos > 0.9, (i, clips.motion[i], dx, dy)
+    many = make_clips(800, 1, noise=0.0)
+    table = torch.zeros(NUM_CLASSES, 8)
+    table.index_put_((many.labels, many.motion), torch.ones(800), accumulate=True)
+    expected = table.sum(1, keepdim=True) * table.sum(0, keepdim=True) / 800
+    chi2 = float(((table - expected) ** 2 / expected).sum())
+    assert chi2 < 110                                  # 63 dof: p ≈ 0.0002 at 110; class-driven motion gives > 5000
+
+
+def test_moving_digit_has_the_class_identity():
+    from sklearn.datasets import load_digits
+
+    images, identity = load_digits(return_X_y=True)
+    images = images.reshape(-1, 8, 8) / 16.0
+    clips = make_clips(20, 5, noise=0.0, background=0.0, distractor=0.0)
+    for i in range(20):
+        yy, xx = clips.moving[i, 0].nonzero(as_tuple=True)
+        y0, x0 = int(yy.min()), int(xx.min())
+        patch = clips.video[i, 0, 0].numpy()
+        # the digit image whose nonzero pixels sit at (y0, x0) in frame 0 belongs to the label's class
+        fits = [k for k in range(len(images)) if images[k].any()
+                and _place(images[k], patch, y0, x0)]
+        assert fits and all(identity[k] == clips.labels[i] for k in fits), (i, clips.labels[i], identity[fits])
+
+
+def _place(image, frame, y0, x0):
+    ys, xs = image.nonzero()
+    oy, ox = y0 - ys.min(), x0 - xs.min()
+    if oy < 0 or ox < 0 or oy + 8 > frame.shape[0] or ox + 8 > frame.shape[1]:
+        return False
+    return np.allclose(frame[oy:oy + 8, ox:ox + 8], image, atol=1e-6)
+
+
+def test_rest_windows_hold_the_digit_still():
+    clips = make_clips(10, 2, frames=24, rest=0.5, noise=0.0)
+    moved = (clips.moving[:, 1:] != clips.moving[:, :-1]).flatten(2).any(-1)      # [n, 23] frame steps
+    windows = moved.new_zeros(10, 24)
+    windows[:, 1:] = moved
+    per_window = windows.view(10, 6, 4)[:, :, 1:].any(-1)                          # did it move in window w?
+    assert (per_window.sum(1) <= 3).all() and (per_window.sum(1) >= 2).all()
+
+
+def test_keep_mask_does_not_carry_the_class_but_carries_the_motion(monkeypatch):
+    from papers.everest.leak import keep_masks, probe_accuracy
+
+    monkeypatch.setenv("KERNELS_FORCE_REFERENCE", "1")   # the scores kernel has its own tests; this is 1200 clips
+
+    train, test = make_clips(800, 11), make_clips(400, 12)
+    for keep in (0.3, 0.6):
+        x_train, x_test = keep_masks(train.video, keep, 8, 2), keep_masks(test.video, keep, 8, 2)
+        motion = probe_accuracy(x_train, train.motion.numpy(), x_test, test.motion.numpy())
+        label = probe_accuracy(x_train, train.labels.numpy(), x_test, test.labels.numpy())
+        assert motion > 35.0, (keep, motion)          # chance 12.5: the probe can find what the mask holds
+        assert label < 10.0 + 7.0, (keep, label)       # chance 10: the class does not live in the mask
 
 
 def test_static_scene_except_digit_and_pan_moves_everything():
@@ -42,7 +112,7 @@ def test_static_scene_except_digit_and_pan_moves_everything():
     static = ~(pan.moving[:, 1:] | pan.moving[:, :-1])
     assert float((pan.video[:, 0, 1:] - pan.video[:, 0, :-1]).abs()[static].mean()) > 1e-3
     harder = make_clips(30, 2, patterns=["directions", "circle", "bounce", "stopgo"])
-    assert int(harder.labels.max()) > 7
+    assert int(harder.motion.max()) > 7
 
 
 def test_token_cover():
@@ -68,16 +138,50 @@ def test_frame_pair_probabilities():
     assert select_frame_pairs(scores, 4, 0.3, gen).tolist() == [0, 1, 2, 3]
 
 
-def test_information_intensive_frames_prefers_motion():
-    video = torch.full((1, 24, 32, 32), 0.3)   # 12 candidate pairs; motion only in frames 8-15
+def motion_in_middle_pairs(noise: float = 0.0):
+    """24 candidate frames (12 pairs) of a static scene; a square moves only in frames 8-15 (pairs 4-7)."""
+    video = torch.full((1, 24, 32, 32), 0.3)
     for f in range(8, 16):
         video[0, f, 8:16, 2 * f - 10:2 * f - 2] = 1.0
+    return video + noise * torch.randn(video.shape, generator=torch.Generator().manual_seed(1))
+
+
+def test_information_intensive_frames_prefers_motion(monkeypatch):
+    monkeypatch.setenv("KERNELS_FORCE_REFERENCE", "1")   # 200 selections; the scores kernel has its own tests
     torch.manual_seed(0)
     embed = TubeletEmbed(1, 16, patch=8, tubelet=2)
+    video = motion_in_middle_pairs()
     out = information_intensive_frames(video, embed, num_pairs=4, rho_pre=0.1, generator=torch.Generator().manual_seed(0))
     assert out.shape == (1, 8, 32, 32)
-    chosen = [f for f in range(24) if any(torch.equal(out[0, j], video[0, f]) for j in range(8))]
-    assert all(6 <= f <= 15 for f in chosen if not torch.equal(video[0, f], video[0, 0]))
+    # pairs 4..8 score above zero (pair 8 differs from pair 7) and hold the top 5% of tokens; drawn 4 of
+    # 12, the chosen pairs must be
+    # among them far more often than a uniform draw (5/12 of the time) would allow
+    for noise in (0.0, 0.01):
+        video = motion_in_middle_pairs(noise)
+        hits = []
+        for seed in range(100):
+            pairs = information_intensive_pairs(video, embed, 4, 0.05, torch.Generator().manual_seed(seed))
+            hits += [4 <= p <= 8 for p in pairs.tolist()]
+            uniform = uniform_frame_pairs(12, 4, torch.Generator().manual_seed(seed))
+            assert uniform.tolist() == sorted(set(uniform.tolist()))
+        assert sum(hits) / len(hits) > 0.95, (noise, sum(hits) / len(hits))
+
+
+def test_uniform_selector_fails_the_motion_test():
+    """The check above separates selectors: a uniform one hits the motion pairs 5/12 of the time."""
+    hits = [4 <= p <= 8 for seed in range(100) for p in uniform_frame_pairs(12, 4, torch.Generator().manual_seed(seed)).tolist()]
+    assert sum(hits) / len(hits) < 0.6
+
+
+def test_exact_zero_ties_are_broken_at_random():
+    scores = torch.zeros(6, 4)                 # a static clip: every score is an exact zero
+    scores[5, 0] = 1.0
+    probs = torch.stack([frame_pair_probabilities(scores, 0.25, torch.Generator().manual_seed(s)) for s in range(400)])
+    # top-⌊0.25·24⌋ = 6 tokens: pair 5's scored token, then 5 tied zeros spread over all pairs
+    assert (probs[:, 5] >= 1 / 6).all()
+    mean = probs[:, :5].mean(0)
+    assert torch.allclose(mean, torch.full((5,), mean.mean().item()), atol=0.03), mean  # lowest index first: [4/6, 1/6, 0, 0, 0]
+    assert not torch.equal(probs[0], probs[1]) or not torch.equal(probs[1], probs[2])
 
 
 def test_video_loader_on_written_video(tmp_path):

@@ -1,7 +1,10 @@
 """Experiments: every trained arm runs once per entry of `seeds` and writes samples paired by seed."""
 from pathlib import Path
 
-from papers.everest.experiments import finetune_arm, mean_std, pretrain_dir, run_pretrain, snapshot_name
+import torch
+
+from papers.everest.experiments import (finetune_arm, label_leak, mean_ci, mean_std, pair_has_motion, pretrain_dir,
+                                        run_pretrain, snapshot_name)
 from shared.config import load_config
 from shared.experiment import Run
 from shared.samples import combine, is_sample, sample
@@ -34,3 +37,26 @@ def test_arms_write_one_value_per_seed(tmp_path):
 def test_mean_std_shows_n_and_no_std_at_one_seed():
     assert mean_std(sample([90.0, 92.0, 94.0], "seed")) == "92.0 ± 2.0 (n=3)"
     assert mean_std(sample([87.75], "seed")) == "87.8 ± – (n=1)"
+
+
+def test_mean_ci_shows_the_ledger_interval():
+    assert mean_ci(sample([90.0, 92.0, 94.0], "seed")) == "92.0 [88.6, 95.4] (n=3)"
+    assert mean_ci(sample([87.75], "seed")) == "87.8 (n=1)"
+
+
+def test_pair_has_motion():
+    moving = torch.zeros(1, 8, 4, 4, dtype=torch.bool)
+    moving[0, 2:4, 0, 0] = True                 # the digit appears in slice 1 and leaves in slice 2
+    assert pair_has_motion(moving).tolist() == [[True, True, True, False]]
+
+
+def test_frame_arms_and_label_leak_write_paired_samples(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELS_FORCE_REFERENCE", "1")   # the scores kernel has its own tests
+    pre = run_pretrain(smoke_run(tmp_path, "pretrain_everest_selected_frames", "[0,1,2]"), "everest_selected_frames")
+    frac = pre["motion_pair_fraction"]
+    assert frac["unit"] == "seed" and frac["n"] == 3 and all(0.0 <= v <= 1.0 for v in frac["values"])
+    leak = label_leak(smoke_run(tmp_path, "label_leak", "[0,1,2]"))
+    assert leak["keep30"]["class_accuracy"]["n"] == 3 and leak["chance"]["class"] == 10.0
+    worst = [max(abs(a), abs(b)) for a, b in zip(leak["keep30"]["class_above_chance"]["values"],
+                                                 leak["keep60"]["class_above_chance"]["values"])]
+    assert leak["class_max_distance_to_chance"]["values"] == worst

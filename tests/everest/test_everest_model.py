@@ -154,10 +154,29 @@ def test_pretrain_deterministic_and_resumes_exactly(tmp_path, monkeypatch):
 def test_pretrain_with_frame_selection_runs(tmp_path):
     from papers.everest.data import make_clips
 
-    cfg = load_config(CONFIG, "smoke", ["pretrain.steps=2", "pretrain.batch=2", "frame_selection.enabled=true"])
-    data = make_clips(4, 0, frames=24, speed=1.0)          # 2·α·τ = 24 candidate frames
-    losses = pretrain(small_model(), data, "everest", cfg, 0, tmp_path)
-    assert len(losses) == 2 and all(l > 0 for l in losses)
+    cfg = load_config(CONFIG, "smoke", ["pretrain.steps=2", "pretrain.batch=2"])
+    data = make_clips(4, 0, frames=24, speed=1.0, rest=0.5)          # 2·α·τ = 24 candidate frames
+    for frames in ("information", "uniform"):
+        (tmp_path / frames).mkdir()
+        losses = pretrain(small_model(), data, "everest", cfg, 0, tmp_path / frames, frames=frames)
+        assert len(losses) == 2 and all(l > 0 for l in losses)
+
+
+def test_fused_attention_matches_explicit_and_saves_less():
+    from papers.everest.efficiency import flops_and_saved_bytes
+    from papers.everest.model import set_fused_attention
+
+    model = small_model()
+    video = torch.rand(2, 1, 16, 32, 32)
+    vis, tgt = tube_mask(2, 8, 16, 0.9, torch.Generator().manual_seed(0))
+    params = list(model.parameters())
+    explicit = model(video, vis, tgt)
+    flops, saved = flops_and_saved_bytes(lambda: model(video, vis, tgt), params)
+    assert flops == counted_flops(lambda: model(video, vis, tgt))
+    assert saved == saved_activation_bytes(lambda: model(video, vis, tgt), params)
+    set_fused_attention(model, True)
+    torch.testing.assert_close(model(video, vis, tgt), explicit)
+    assert saved_activation_bytes(lambda: model(video, vis, tgt), params) < saved
 
 
 def test_checkpoint_of_another_config_is_not_resumed(tmp_path):
