@@ -31,7 +31,8 @@ def forest_plot(rows: Sequence[Mapping], title: str = "") -> "plt.Figure":
     """A figure with one axis row per claim (dicts as in claims.json)."""
     rows = list(rows)
     n = max(len(rows), 1)
-    fig, axes = plt.subplots(n, 1, figsize=(8.0, 0.32 * n + 0.8), squeeze=False)
+    height = 0.32 * n + 0.8
+    fig, axes = plt.subplots(n, 1, figsize=(8.0, height), squeeze=False)
     for ax, row in zip(axes[:, 0], rows):
         color = STATUS_COLORS.get(row["status"], "black")
         lo_lim, hi_lim = _limits(row)
@@ -62,8 +63,8 @@ def forest_plot(rows: Sequence[Mapping], title: str = "") -> "plt.Figure":
     if not rows:
         axes[0, 0].text(0.5, 0.5, "no claims", ha="center", va="center")
     if title:
-        fig.suptitle(title, fontsize=9)
-    fig.subplots_adjust(left=0.33, right=0.84, hspace=1.6)
+        fig.suptitle(title, fontsize=9, y=1 - 0.12 / height, va="top")
+    fig.subplots_adjust(left=0.33, right=0.84, hspace=1.6, top=1 - 0.55 / height, bottom=0.3 / height)
     return fig
 
 
