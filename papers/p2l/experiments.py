@@ -4,6 +4,8 @@ train_prior   VAE → latents → text encoder + UNet, and the attribute classif
 main_<task>   per task: equal-budget tuning of ρ on the validation split, then every method on
               the held-out split (PSNR, SSIM, off-range, prompt cosine per image; FD proxy; trajectories)
 main_table    the task × method table, the grid and trajectory figures, runtime/NFE, the prompt's cosine
+floors        per task, two prior-free arms on the main table's test images and noise: the measurement
+              itself on the image grid, and P2L's proximal data-consistency solve started from zero
 ablation      prompt tuning / projection on and off, proximal vs gluing, K and τ
 
 Per-image metrics are written as `shared.samples.sample(values, "image")`: every method sees the same
@@ -28,10 +30,10 @@ from shared.samples import combine, is_sample, sample
 from . import metrics as M
 from .data import make_split
 from .models import LatentDiffusion, load_stable_diffusion, resolve_device, save_pipeline
-from .operators import build_operator
+from .operators import Inpainting, build_operator
 from .prior import (AttributeClassifier, assemble, encode_all, tiny_tokenizer, train_classifier, train_ldm,
                     train_vae)
-from .solver import solve
+from .solver import hparams_of, proximal, solve
 
 TASKS = ("sr", "gblur", "motion", "inpaint_box")
 TASK_NAMES = {"sr": "SR×4", "gblur": "Gaussian deblur", "motion": "Motion deblur", "inpaint_box": "Box inpainting"}
@@ -186,12 +188,19 @@ def operator_of(cfg, task):
     return build_operator(task, cfg.image_size, sigma_y=cfg.solve.sigma_y, seed=cfg.seed, **dict(cfg.tasks[task]))
 
 
+def held_out_problem(cfg, task: str, seed: int) -> tuple:
+    """(operator, test split, y = A x + σ_y n with noise seeded by `seed`): what every method of the
+    main table, and the floors, reconstruct from."""
+    op = operator_of(cfg, task)
+    test = load_images(cfg, "test", cfg.data.n_test)
+    return op, test, op.measure(test["images"], seed)
+
+
 def main_task(run, task: str) -> dict:
     cfg = run.cfg
     ldm, clf = load_prior(cfg, run.out)
-    op = operator_of(cfg, task)
+    op, test, y = held_out_problem(cfg, task, run.seed)
     val = load_images(cfg, "val", cfg.data.n_val)
-    test = load_images(cfg, "test", cfg.data.n_test)
     methods = [m for m in cfg.methods if m != "oracle" or test["captions"] is not None]
     tuned, tuning_rows = {}, []
     for m in methods:
@@ -199,7 +208,6 @@ def main_task(run, task: str) -> dict:
         tuning_rows += rows
     run.save_table(pd.DataFrame(tuning_rows), f"tuning_{task}")
 
-    y = op.measure(test["images"], run.seed)
     gt = test["images"]
     ref = make_split(cfg.seed, "ref", cfg.data.n_ref, cfg.image_size)["images"] if clf is not None else None
     ref_feat = M.features(clf, ref) if clf is not None else None
@@ -355,6 +363,81 @@ def off_range_figure(parts):
     return fig
 
 
+# ---------------------------------------------------------------------------------------- floors
+FLOOR_ARMS = ("measurement", "least_squares")
+FLOOR_COMPARED = ("p2l", "psld", "ldps")     # the methods whose SSIM the floors table shows beside the floors
+
+
+def measurement_image(op, y: torch.Tensor) -> torch.Tensor:
+    """The measurement itself on the image grid, no prior: Aᵖy, the "measurement" column of the grid
+    figures. A⁺y for SR (nearest upsampling, the exact pseudo-inverse of average pooling) and inpainting
+    (m ⊙ y: the mask is its own pseudo-inverse); Aᵀy for deblurring, where A⁺y is an unregularised
+    deconvolution. Aᵀy scores higher SSIM than y itself here (AᵀA's kernel is symmetric, so it undoes
+    the motion kernel's shift), which makes it the sterner floor."""
+    return op.pseudo_adjoint(y)
+
+
+def least_squares_image(op, y: torch.Tensor, lam: float, cg_iters: int) -> torch.Tensor:
+    """P2L's proximal data-consistency solve (`solver.proximal`: CG on (AᵀA + λI)x = Aᵀy + λx̄, or the
+    inpainting closed form) with x̄ = 0 and started from zero: least squares with no prior."""
+    return proximal(y, op, torch.zeros_like(op.adjoint(y)), lam, cg_iters)
+
+
+def floor_images(cfg, task: str, seed: int) -> tuple:
+    """(operator, ground truth, y, {arm: reconstruction}) on the main table's test images and noise, with
+    P2L's λ and CG iterations (`hparams.p2l`). The arms are clamped to [-1, 1], as every solver's output is."""
+    op, test, y = held_out_problem(cfg, task, seed)
+    hp = hparams_of("p2l", **method_hparams(cfg, "p2l"))
+    arms = {"measurement": measurement_image(op, y),
+            "least_squares": least_squares_image(op, y, hp["lam"], hp["cg_iters"])}
+    return op, test["images"], y, {k: v.clamp(-1, 1) for k, v in arms.items()}
+
+
+def least_squares_solve(op, lam: float, cg_iters: int) -> str:
+    """How `least_squares_image` solves for this operator, in words (as `solver.proximal` decides)."""
+    if isinstance(op, Inpainting):
+        return f"closed form, λ = {lam:g}"
+    return f"CG, {cg_iters} iterations, λ = {lam:g}"
+
+
+def _gap(a: dict, b: dict) -> str:
+    """The paired per-image gap a − b: its mean and 90 % interval (the ledger's)."""
+    from shared.intervals import mean_interval
+
+    d = np.asarray(a["values"]) - np.asarray(b["values"])
+    lo, hi, _ = mean_interval(d)
+    return f"{d.mean():+.3f} [{lo:+.3f}, {hi:+.3f}]"
+
+
+def floors(run) -> dict:
+    """Both floors per task, with the SSIM of P2L, PSLD and LDPS from the main table beside them, and
+    every method's paired gap to each floor (`tables/floors_standing`: reported, not claimed)."""
+    cfg = run.cfg
+    parts = {t: read_json(p) for t in cfg.main_tasks
+             if (p := Path(run.out) / "metrics" / f"main_{t}.json").is_file()}
+    hp = hparams_of("p2l", **method_hparams(cfg, "p2l"))
+    out, rows, standing = {}, [], []
+    for task in cfg.main_tasks:
+        op, gt, y, arms = floor_images(cfg, task, run.seed)
+        out[task] = {arm: {"ssim": sample(M.ssim(x, gt), "image"), "psnr": sample(M.psnr(x, gt), "image"),
+                           "residual": sample(M.per_image_residual(op, x, y), "image")} for arm, x in arms.items()}
+        out[task]["least_squares_solve"] = least_squares_solve(op, hp["lam"], hp["cg_iters"])
+        row = {"task": TASK_NAMES.get(task, task), "n": len(gt)}
+        for arm in FLOOR_ARMS:
+            row.update({f"{arm} ssim": cell(out[task][arm]["ssim"]), f"{arm} psnr": cell(out[task][arm]["psnr"])})
+        row["least_squares solve"] = out[task]["least_squares_solve"]
+        methods = parts[task]["methods"] if task in parts else {}
+        row.update({f"{m} ssim": cell(methods[m]["ssim"]) for m in FLOOR_COMPARED if m in methods})
+        rows.append(row)
+        for m, r in methods.items():
+            standing.append({"task": TASK_NAMES.get(task, task), "method": m, "ssim": cell(r["ssim"]),
+                             **{f"ssim − {arm}": _gap(r["ssim"], out[task][arm]["ssim"]) for arm in FLOOR_ARMS}})
+    run.save_table(pd.DataFrame(rows), "floors")
+    run.save_table(pd.DataFrame(standing, columns=["task", "method", "ssim",
+                                                   *[f"ssim − {arm}" for arm in FLOOR_ARMS]]), "floors_standing")
+    return {"tasks": out, "lam": hp["lam"], "cg_iters": hp["cg_iters"], "n_test": cfg.data.n_test}
+
+
 # -------------------------------------------------------------------------------------- ablation
 def ablation(run) -> dict:
     cfg = run.cfg
@@ -396,4 +479,4 @@ def ablation(run) -> dict:
 
 
 EXPERIMENTS = {"train_prior": train_prior, **{f"main_{t}": partial(main_task, task=t) for t in TASKS},
-               "main_table": main_table, "ablation": ablation}
+               "main_table": main_table, "floors": floors, "ablation": ablation}

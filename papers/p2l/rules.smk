@@ -7,12 +7,14 @@ P2L_TASKS = list(P2L_CFG["main_tasks"])
 P2L_PRIOR = [] if P2L_CFG["full"]["sd_path"] else [f"{P2L}/metrics/train_prior.json"]
 P2L_PARTS = [f"{P2L}/metrics/main_{t}.json" for t in P2L_TASKS]
 
-PAPER_METRICS["p2l"] = P2L_PRIOR + P2L_PARTS + [f"{P2L}/metrics/main_table.json", f"{P2L}/metrics/ablation.json"]
+PAPER_METRICS["p2l"] = P2L_PRIOR + P2L_PARTS + [f"{P2L}/metrics/main_table.json", f"{P2L}/metrics/floors.json",
+                                                 f"{P2L}/metrics/ablation.json"]
 PAPER_TARGETS.extend(prov(
     *([f"{P2L}/figures/prior_samples.png"] if P2L_PRIOR else []),
     *[f"{P2L}/figures/grid_{t}.png" for t in P2L_TASKS],
     *[f"{P2L}/tables/{k}_{t}.md" for t in P2L_TASKS for k in ("tuning", "per_image")],
-    *[f"{P2L}/tables/{k}.md" for k in ("main_table", "main_table_wide", "runtime_nfe", "artifacts_range", "ablation")],
+    *[f"{P2L}/tables/{k}.md" for k in ("main_table", "main_table_wide", "runtime_nfe", "artifacts_range", "floors",
+                                       "floors_standing", "ablation")],
     f"{P2L}/figures/prompt_trajectory.png", f"{P2L}/figures/off_range.png",
 ))
 
@@ -43,6 +45,17 @@ rule p2l_main_table:
              *[f"{P2L}/figures/{k}.{e}" for k in ("prompt_trajectory", "off_range") for e in ("png", "pdf")])
     threads: 1
     shell: experiment_cmd("p2l", "main_table")
+
+
+rule p2l_floors_table:
+    """The measurement and least-squares floors on the main table's test images and noise (no prior,
+    seconds), beside the main table's SSIM, which is why the task parts are inputs."""
+    input: "papers/p2l/config.yaml", P2L_PARTS
+    output:
+        prov(f"{P2L}/metrics/floors.json",
+             *[f"{P2L}/tables/{k}.{e}" for k in ("floors", "floors_standing") for e in ("csv", "md")])
+    threads: 1
+    shell: experiment_cmd("p2l", "floors")
 
 
 rule p2l_ablation_table:
