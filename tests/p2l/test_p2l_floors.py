@@ -1,0 +1,85 @@
+"""The floors (`floors`, `floor_images`, `least_squares_image`, `measurement_image`): the same test images
+and noise as the main table, and a least-squares arm that does fit the measurement."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from papers.p2l import experiments as E
+from papers.p2l import metrics as M
+from papers.p2l.operators import TASKS
+from shared.config import load_config
+from shared.experiment import Run
+
+CONFIG = Path(__file__).resolve().parents[2] / "papers" / "p2l" / "config.yaml"
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return load_config(CONFIG, "smoke")
+
+
+def _main_task_inputs(cfg, task, out, monkeypatch) -> list[tuple]:
+    """Run `main_task` with the solver replaced by a recorder: the (y, seed) of every call it makes."""
+    calls = []
+
+    def record(method, y, op, ldm, cfg_, seed, captions, **hp):
+        calls.append((method, y.clone(), seed, "record_every" in hp))
+        x = torch.zeros_like(op.adjoint(y))
+        return x, 1, 1.0, {"step": [], "t": [], "off_range": [], "prompt_cos": [], "null_cos": []}, {}
+
+    monkeypatch.setattr(E, "load_prior", lambda cfg_, out_: (None, None))
+    monkeypatch.setattr(E, "_solve_batches", record)
+    E.main_task(Run("p2l", f"main_{task}", cfg, out), task)
+    return calls
+
+
+@pytest.mark.parametrize("task", ["sr", "motion", "inpaint_box"])
+def test_floors_see_the_main_tables_images_and_noise(cfg, task, tmp_path, monkeypatch):
+    calls = _main_task_inputs(cfg, task, tmp_path, monkeypatch)
+    test_calls = [c for c in calls if c[3]]          # the held-out runs (tuning runs do not record)
+    assert {c[0] for c in test_calls} == set(cfg.methods)
+    seed = int(cfg.seed)
+    op, gt, y, arms = E.floor_images(cfg, task, seed)
+    for method, y_main, seed_main, _ in test_calls:
+        assert seed_main == seed
+        assert torch.equal(y_main, y), method         # the same images, order and noise, bit for bit
+    # and the floors experiment itself scores its arms against those images, from that y
+    cfg_one = load_config(CONFIG, "smoke", [f"main_tasks=[{task}]"])
+    result = E.floors(Run("p2l", "floors", cfg_one, tmp_path))
+    expected = M.ssim(E.measurement_image(op, y_main).clamp(-1, 1), gt)
+    np.testing.assert_allclose(result["tasks"][task]["measurement"]["ssim"]["values"], expected)
+    assert result["tasks"][task]["measurement"]["ssim"]["n"] == cfg.data.n_test
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_least_squares_floor_lowers_the_residual(cfg, task):
+    op = E.build_operator(task, cfg.image_size, sigma_y=cfg.solve.sigma_y, seed=cfg.seed)
+    gt = E.load_images(cfg, "test", cfg.data.n_test)["images"]
+    y = op.measure(gt, 0)
+    hp = E.hparams_of("p2l", **E.method_hparams(cfg, "p2l"))
+    x = E.least_squares_image(op, y, hp["lam"], hp["cg_iters"])
+    fit = (op.forward(x) - y).flatten(1).norm(dim=1)
+    zero = y.flatten(1).norm(dim=1)                  # ‖A·0 − y‖
+    assert torch.all(fit < 0.5 * zero), (fit / zero)
+    # with P2L's iterations it gets close to the noise floor σ_y √m, or (inpainting) to the noise outside the mask
+    noise = (y - op.forward(gt)).flatten(1).norm(dim=1)
+    assert torch.all(fit < 2 * noise), (fit / noise)
+
+
+def test_floors_table_lists_every_task_and_the_main_methods(cfg, tmp_path):
+    from shared.io import write_json
+    from shared.samples import sample
+
+    n = cfg.data.n_test
+    for i, task in enumerate(cfg.main_tasks):
+        methods = {m: {"ssim": sample(np.linspace(0.1, 0.2, n) + i, "image")} for m in ("ldps", "psld", "p2l")}
+        write_json(tmp_path / "metrics" / f"main_{task}.json", {"methods": methods})
+    result = E.floors(Run("p2l", "floors", cfg, tmp_path))
+    assert set(result["tasks"]) == set(cfg.main_tasks) and result["cg_iters"] == 5
+    table = (tmp_path / "tables" / "floors.csv").read_text()
+    for col in ("measurement ssim", "least_squares psnr", "p2l ssim", "psld ssim", "ldps ssim"):
+        assert col in table
+    standing = (tmp_path / "tables" / "floors_standing.csv").read_text().splitlines()
+    assert len(standing) == 1 + 3 * len(cfg.main_tasks)
