@@ -3,12 +3,15 @@
 A clip: 16 frames of 32×32 grayscale. A textured static background, one static distractor digit and
 one moving digit (sklearn's bundled `load_digits`, 8×8), plus small Gaussian noise.
 
-**The class is the identity (0-9) of the moving digit.** The distractor is a digit of another class,
-so a clip always shows two digits and only motion tells which one is the class: motion is the
-informative, non-redundant part of the clip. The motion itself (one of 8 directions, optionally
-circle / bounce / stop-go) is a nuisance drawn independently of the class and kept as `Clips.motion`.
-The keep mask of motion-score selection follows the trajectory, so it should say nothing about the
-class (`leak.py` checks this with a linear probe), while it does say the direction.
+**The class is the appearance of the moving digit**: its intensity level (`appearance="intensity"`,
+4 classes: peak brightness 0.4 / 0.6 / 0.8 / 1.0, random digit shape) or its identity
+(`appearance="identity"`, 10 classes; too hard for the tiny model, see the README). The distractor
+has another class's appearance, so a clip always shows two digits and only motion tells which one
+carries the class: motion is the informative, non-redundant part of the clip. The motion itself (one
+of 8 directions, optionally circle / bounce / stop-go) is a nuisance drawn independently of the class
+and kept as `Clips.motion`. The keep mask of motion-score selection follows the trajectory, so it
+should say nothing about the class (`leak.py` checks this with a linear probe), while it does say the
+direction.
 
 Options: static stretches (`rest`: the moving digit rests during that fraction of the clip's 4-frame
 windows, for information-intensive frame selection), a global camera pan (background and distractor
@@ -26,7 +29,8 @@ import torch
 from scipy.ndimage import gaussian_filter
 
 EXTRA_PATTERNS = ("circle", "bounce", "stopgo")
-NUM_CLASSES = 10            # digit identities
+INTENSITY_LEVELS = (0.4, 0.6, 0.8, 1.0)   # peak brightness of a digit, one per class (appearance="intensity")
+APPEARANCES = ("intensity", "identity")
 REST_WINDOW = 4             # frames per window of motion or rest
 # data-config keys that describe the loader or the splits, not a clip (accepted so that
 # `make_clips(n, seed, **cfg.data)` works)
@@ -37,7 +41,7 @@ LOADER_KEYS = ("source", "channels", "n_pretrain", "n_finetune", "n_test", "mean
 @dataclass
 class Clips:
     video: torch.Tensor    # [n, 1, F, H, W] float32 in [0, 1]
-    labels: torch.Tensor   # [n] int64: identity of the moving digit
+    labels: torch.Tensor   # [n] int64: appearance class of the moving digit (intensity level or identity)
     moving: torch.Tensor   # [n, F, H, W] bool: pixels of the moving digit
     motion: torch.Tensor   # [n] int64: motion pattern (0-7 directions, 8+ extra patterns), a nuisance
 
@@ -56,6 +60,13 @@ def _digits() -> tuple[np.ndarray, np.ndarray]:
 
     d = load_digits()
     return (d.images / 16.0).astype(np.float32), d.target
+
+
+def num_classes(appearance: str) -> int:
+    """Number of classes: intensity levels or digit identities."""
+    if appearance not in APPEARANCES:
+        raise ValueError(f"appearance={appearance!r}; choose one of {APPEARANCES}")
+    return len(INTENSITY_LEVELS) if appearance == "intensity" else 10
 
 
 def num_motions(patterns: list[str] | tuple[str, ...]) -> int:
@@ -106,21 +117,29 @@ def _trajectory(motion: int, clock: np.ndarray, frames: int, room: int, speed: f
 
 def make_clips(n: int, seed: int, *, frames: int = 16, size: int = 32, speed: float = 1.5,
                noise: float = 0.02, patterns: list[str] | tuple[str, ...] = ("directions",),
-               pan_speed: float = 0.0, flicker: float = 0.0, rest: float = 0.0, background: float = 0.35,
-               distractor: float = 0.8, label: int | None = None, motion: int | None = None,
+               appearance: str = "intensity", pan_speed: float = 0.0, flicker: float = 0.0, rest: float = 0.0,
+               background: float = 0.35, label: int | None = None, motion: int | None = None,
                **loader_keys) -> Clips:
     """`n` seeded clips; the keyword arguments are the `data` config section (loader keys ignored).
 
     pan_speed > 0: a global camera pan of that many pixels per frame in a random direction per clip;
+    appearance: what the class is (intensity level or identity of the moving digit);
     flicker > 0: brightness × (1 + flicker·sin(·)) per frame; rest: fraction of 4-frame windows in
     which the moving digit rests; `label` / `motion` force every clip's class / motion pattern (for
     the notebook's explorer)."""
     unknown = sorted(set(loader_keys) - set(LOADER_KEYS))
     if unknown:
         raise TypeError(f"make_clips got unknown keys {unknown}; clip keys are frames, size, speed, noise, "
-                        f"patterns, pan_speed, flicker, rest (and the data-config loader keys {list(LOADER_KEYS)})")
+                        f"patterns, appearance, pan_speed, flicker, rest (and the data-config loader keys {list(LOADER_KEYS)})")
     images, identity = _digits()
-    by_class = [np.flatnonzero(identity == k) for k in range(NUM_CLASSES)]
+    k = num_classes(appearance)
+    by_class = [np.flatnonzero(identity == c) for c in range(10)]
+
+    def digit_of(c: int, rng: np.random.Generator) -> np.ndarray:
+        if appearance == "identity":
+            return images[rng.choice(by_class[c])]
+        return images[rng.integers(len(images))] * INTENSITY_LEVELS[c]
+
     extras = [p for p in EXTRA_PATTERNS if p in patterns]
     margin = int(math.ceil(pan_speed * (frames - 1))) + 1
     canvas = size + 2 * margin
@@ -131,15 +150,14 @@ def make_clips(n: int, seed: int, *, frames: int = 16, size: int = 32, speed: fl
     motions = np.empty(n, np.int64)
     for i in range(n):
         rng = np.random.default_rng([seed, i])
-        labels[i] = rng.integers(NUM_CLASSES) if label is None else label
+        labels[i] = rng.integers(k) if label is None else label
         motions[i] = rng.integers(num_motions(patterns)) if motion is None else motion
-        other = (labels[i] + 1 + rng.integers(NUM_CLASSES - 1)) % NUM_CLASSES   # any other class
-        digit = images[rng.choice(by_class[labels[i]])]
-        dist = images[rng.choice(by_class[other])]
+        other = (labels[i] + 1 + rng.integers(k - 1)) % k           # the distractor: any other class
+        digit, dist = digit_of(labels[i], rng), digit_of(other, rng)
         tex = gaussian_filter(rng.random((canvas, canvas), dtype=np.float32), sigma=1.5)
         tex = (tex - tex.min()) / (np.ptp(tex) + 1e-8) * background
         dy, dx = rng.integers(margin, margin + room + 1, size=2)
-        tex[dy:dy + 8, dx:dx + 8] = np.maximum(tex[dy:dy + 8, dx:dx + 8], distractor * dist)
+        tex[dy:dy + 8, dx:dx + 8] = np.maximum(tex[dy:dy + 8, dx:dx + 8], dist)
         ang = rng.uniform(0, 2 * math.pi)
         pan = np.array([math.sin(ang), math.cos(ang)]) * pan_speed
         clock = motion_clock(frames, rest, rng)

@@ -30,7 +30,7 @@ from shared.io import read_json
 from shared.samples import combine, sample
 from shared.seeding import derive_seed
 
-from .data import NUM_CLASSES, make_clips, num_motions, token_cover
+from .data import make_clips, num_classes, num_motions, token_cover
 from .efficiency import (VitDims, finetune_macs, flops_and_saved_bytes, interleaved_median_times, peak_cuda_bytes,
                          pretrain_macs, saved_activation_bytes, vit_b_dims, vit_b_table)
 from .leak import keep_masks, probe_accuracy
@@ -78,7 +78,7 @@ def snapshot_name(fraction: float) -> str:
 
 
 def classes(cfg) -> int:
-    return NUM_CLASSES if cfg.data.source == "procedural" else cfg.data.num_classes
+    return num_classes(cfg.data.appearance) if cfg.data.source == "procedural" else cfg.data.num_classes
 
 
 @lru_cache(maxsize=4)
@@ -101,7 +101,8 @@ def candidate_frames(cfg) -> int:
 def _key(cfg) -> tuple:
     d = cfg.data
     return tuple(sorted({"frames": d.frames, "size": d.size, "speed": d.speed, "noise": d.noise,
-                         "patterns": tuple(d.patterns), "pan_speed": d.pan_speed, "flicker": d.flicker,
+                         "patterns": tuple(d.patterns), "appearance": d.appearance, "pan_speed": d.pan_speed,
+                         "flicker": d.flicker,
                          "rest": d.rest}.items()))
 
 
@@ -269,14 +270,14 @@ def run_finetune(run, arm: str) -> dict:
 # ---------------------------------------------------------------- the label-leak control
 def label_leak(run) -> dict:
     """Linear probes on the binary keep mask of pixel-difference scores, per seed and keep ratio:
-    the class (digit identity; chance 1/10) and the motion direction (positive control)."""
+    the class (the moving digit's appearance; chance 1/classes) and the motion direction (positive control)."""
     import pandas as pd
 
     cfg = run.cfg
     if cfg.data.source != "procedural":
         raise ValueError("label_leak needs the procedural clips' motion labels: run it at profile smoke or tiny")
     lk, m = cfg.leak, cfg.model
-    chance = {"class": 100.0 / NUM_CLASSES, "motion": 100.0 / num_motions(cfg.data.patterns)}
+    chance = {"class": 100.0 / classes(cfg), "motion": 100.0 / num_motions(cfg.data.patterns)}
     acc = {}   # (keep, target) -> one accuracy per seed
     for seed in seeds_of(cfg):
         train = make_clips(lk.n_train, derive_seed(seed, "probe-train"), **cfg.data)

@@ -7,7 +7,7 @@ import torch
 
 from pathlib import Path
 
-from papers.everest.data import NUM_CLASSES, make_clips, num_motions, token_cover
+from papers.everest.data import INTENSITY_LEVELS, make_clips, num_classes, num_motions, token_cover
 from papers.everest.model import TubeletEmbed
 from papers.everest.selection import (frame_pair_probabilities, information_intensive_frames,
                                       information_intensive_pairs, select_frame_pairs, uniform_frame_pairs)
@@ -31,7 +31,7 @@ def test_make_clips_takes_the_data_config():
     cfg = load_config(CONFIG, "tiny")
     clips = make_clips(4, 0, **cfg.data)
     assert clips.video.shape == (4, 1, cfg.data.frames, cfg.data.size, cfg.data.size)
-    assert clips.labels.dtype == torch.int64 and int(clips.labels.max()) < NUM_CLASSES
+    assert clips.labels.dtype == torch.int64 and int(clips.labels.max()) < num_classes(cfg.data.appearance)
     with pytest.raises(TypeError, match="unknown keys"):
         make_clips(2, 0, sped=2.0)
 
@@ -49,11 +49,25 @@ def test_motion_is_the_nuisance_direction_and_class_is_independent():
         cos = (dx * math.cos(ang) - dy * math.sin(ang)) / math.hypot(dx, dy)
         assert cos > 0.9, (i, clips.motion[i], dx, dy)
     many = make_clips(800, 1, noise=0.0)
-    table = torch.zeros(NUM_CLASSES, 8)
+    table = torch.zeros(num_classes("intensity"), 8)
     table.index_put_((many.labels, many.motion), torch.ones(800), accumulate=True)
     expected = table.sum(1, keepdim=True) * table.sum(0, keepdim=True) / 800
     chi2 = float(((table - expected) ** 2 / expected).sum())
-    assert chi2 < 110                                  # 63 dof: p ≈ 0.0002 at 110; class-driven motion gives > 5000
+    assert chi2 < 55                                   # 21 dof: p ≈ 0.0001 at 55; class-driven motion gives > 2000
+
+
+def test_moving_digit_has_the_class_intensity_and_the_distractor_another():
+    clips = make_clips(30, 5, noise=0.0, background=0.0)
+    distinct = at_level = 0
+    for i in range(30):
+        level = INTENSITY_LEVELS[int(clips.labels[i])]
+        video, moving = clips.video[i, 0], clips.moving[i]
+        peaks = torch.stack([video[f][moving[f]].max() for f in range(16)])
+        assert float(peaks.min()) <= level + 1e-6 or float(peaks.median()) > level   # max() with the distractor
+        at_level += 0.7 * level <= float(peaks.median()) <= level + 1e-6   # most frames are away from it
+        static = video[0][~moving.any(0)]                                  # never covered by the moving digit
+        distinct += not math.isclose(float(static.max()), level, abs_tol=0.05)
+    assert distinct >= 27 and at_level >= 27                               # the distractor shows another level
 
 
 def test_moving_digit_has_the_class_identity():
@@ -61,15 +75,17 @@ def test_moving_digit_has_the_class_identity():
 
     images, identity = load_digits(return_X_y=True)
     images = images.reshape(-1, 8, 8) / 16.0
-    clips = make_clips(20, 5, noise=0.0, background=0.0, distractor=0.0)
+    clips = make_clips(20, 5, noise=0.0, background=0.0, appearance="identity")
+    matched = 0
     for i in range(20):
         yy, xx = clips.moving[i, 0].nonzero(as_tuple=True)
         y0, x0 = int(yy.min()), int(xx.min())
         patch = clips.video[i, 0, 0].numpy()
-        # the digit image whose nonzero pixels sit at (y0, x0) in frame 0 belongs to the label's class
-        fits = [k for k in range(len(images)) if images[k].any()
-                and _place(images[k], patch, y0, x0)]
-        assert fits and all(identity[k] == clips.labels[i] for k in fits), (i, clips.labels[i], identity[fits])
+        # the digit images whose nonzero pixels sit at (y0, x0) in frame 0 (none where the distractor overlaps)
+        fits = [k for k in range(len(images)) if images[k].any() and _place(images[k], patch, y0, x0)]
+        assert all(identity[k] == clips.labels[i] for k in fits), (i, clips.labels[i], identity[fits])
+        matched += bool(fits)
+    assert matched >= 15
 
 
 def _place(image, frame, y0, x0):
@@ -100,7 +116,7 @@ def test_keep_mask_does_not_carry_the_class_but_carries_the_motion(monkeypatch):
         motion = probe_accuracy(x_train, train.motion.numpy(), x_test, test.motion.numpy())
         label = probe_accuracy(x_train, train.labels.numpy(), x_test, test.labels.numpy())
         assert motion > 35.0, (keep, motion)          # chance 12.5: the probe can find what the mask holds
-        assert label < 10.0 + 7.0, (keep, label)       # chance 10: the class does not live in the mask
+        assert label < 100 / num_classes("intensity") + 7.0, (keep, label)   # chance 25: not in the mask
 
 
 def test_static_scene_except_digit_and_pan_moves_everything():

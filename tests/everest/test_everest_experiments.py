@@ -56,7 +56,7 @@ def test_frame_arms_and_label_leak_write_paired_samples(tmp_path, monkeypatch):
     frac = pre["motion_pair_fraction"]
     assert frac["unit"] == "seed" and frac["n"] == 3 and all(0.0 <= v <= 1.0 for v in frac["values"])
     leak = label_leak(smoke_run(tmp_path, "label_leak", "[0,1,2]"))
-    assert leak["keep30"]["class_accuracy"]["n"] == 3 and leak["chance"]["class"] == 10.0
+    assert leak["keep30"]["class_accuracy"]["n"] == 3 and leak["chance"]["class"] == 25.0
     worst = [max(abs(a), abs(b)) for a, b in zip(leak["keep30"]["class_above_chance"]["values"],
                                                  leak["keep60"]["class_above_chance"]["values"])]
     assert leak["class_max_distance_to_chance"]["values"] == worst
