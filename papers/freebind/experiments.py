@@ -124,6 +124,11 @@ def main_table(run) -> dict:
         "mop_vs_single_audio_acc": gap("c_E1_mop_ATE", "audio_acc", "c_E1_single_ATE"),
         "shuffled_vs_U_audio_acc": gap("c_E1_shuffled_ATE", "audio_acc", "U"),
         "shuffled_vs_U_at_r1": gap("c_E1_shuffled_ATE", "at_r1", "U"),
+        "shuffled_vs_U_av_r1": gap("c_E1_shuffled_ATE", "av_r1", "U"),
+        # descriptive (no claim): the trained bond against its shuffled-pairs floor
+        "c_mop_vs_shuffled_audio_acc": gap("c_E1_mop_ATE", "audio_acc", "c_E1_shuffled_ATE"),
+        "c_mop_vs_shuffled_at_r1": gap("c_E1_mop_ATE", "at_r1", "c_E1_shuffled_ATE"),
+        "c_mop_vs_shuffled_av_r1": gap("c_E1_mop_ATE", "av_r1", "c_E1_shuffled_ATE"),
         "disp_dense_vs_U_vt_r5": gap("d_VT_dense", "vt_r5", "U"),
         "disp_dense_vs_U_image_acc": gap("d_VT_dense", "image_acc", "U"),
         "disp_dense_vs_VT_vt_r5": gap("d_VT_dense", "vt_r5", "VT"),
