@@ -20,6 +20,18 @@ CONFIG = Path(__file__).with_name("config.yaml")
 NO_ADAPTER = "none (base model)"
 
 
+def model_device(G: torch.nn.Module) -> torch.device:
+    return next(G.parameters()).device
+
+
+@torch.no_grad()
+def student_forward(G: torch.nn.Module, encoder, x: np.ndarray, concept: str) -> torch.Tensor:
+    """G's edit of images x (N, H, W, 3) for `concept`; the input, tokens and mask go to G's device."""
+    device = model_device(G)
+    tokens, mask = encoder.encode([concept] * len(x))
+    return G(to_tensor(x).to(device), tokens.to(device), mask.to(device))
+
+
 class Explorer:
     def __init__(self, results_dir: str | Path, profile: str):
         cfg = load_config(CONFIG, profile)
@@ -56,8 +68,7 @@ class Explorer:
         x = self.setup.test_inputs[index:index + 1]
         teacher = self.setup.teacher.edit(x, concept, derive_seed(self.seed, "explore"))
         self.use_adapter(adapter)
-        tokens, mask = self.setup.encoder.encode([concept])
-        student = to_images(self.G(to_tensor(x), tokens, mask))
+        student = to_images(student_forward(self.G, self.setup.encoder, x, concept))
         return {"input": x[0], "teacher": teacher[0], f"student ({adapter})": student[0]}
 
     def show(self, index: int = 0, concept: str | None = None, adapter: str | None = None):

@@ -158,7 +158,13 @@ class Pix2PixGenerator(nn.Module):
 
 
 class PatchDiscriminator(nn.Module):
-    """Conditional PatchGAN: D(x, y) on the stacked 6-channel input, `n_layers` stride-2 convs."""
+    """Conditional PatchGAN: D(x, y) on the stacked 6-channel input.
+
+    Five 4×4 convs at `n_layers` = 3: `n_layers - 1` with stride 2, then one with stride 1, then the
+    stride-1 conv to one logit. Each logit sees a 34 × 34 px patch of the input (`receptive_field()`;
+    measured by gradient in tests/e2gan/test_e2gan_models.py), not the 70 × 70 of pix2pix's 3-layer
+    PatchGAN, which has one more stride-2 conv (`n_layers` of them).
+    """
 
     def __init__(self, ndf: int = 32, n_layers: int = 3, in_ch: int = 6):
         super().__init__()
@@ -174,6 +180,15 @@ class PatchDiscriminator(nn.Module):
 
     def forward(self, x, y):
         return self.net(torch.cat([x, y], 1))
+
+    def receptive_field(self) -> int:
+        """Side (px) of the input patch one output logit sees, from the convs' kernels and strides."""
+        rf, jump = 1, 1
+        for m in self.net:
+            if isinstance(m, nn.Conv2d):
+                rf += (m.kernel_size[0] - 1) * jump
+                jump *= m.stride[0]
+        return rf
 
 
 def n_params(module: nn.Module, trainable_only: bool = False) -> int:
