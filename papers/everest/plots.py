@@ -1,4 +1,4 @@
-"""Figures: selected tokens overlaid on clips, accuracy against pre-training budget, a reconstruction."""
+"""Figures: selected tokens overlaid on clips, a reconstruction."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt

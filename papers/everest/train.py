@@ -1,7 +1,7 @@
 """Seeded plain-torch training loops for pre-training (tube / EVEREST / ascending selection) and
 fine-tuning (full, top-60%, random-60%, ascending, scratch).
 
-A plain loop rather than Lightning: the tiny profile runs 14 short trainings in separate jobs, where
+A plain loop rather than Lightning: the tiny profile runs 42 short trainings (14 arms × 3 seeds), where
 Lightning's import and per-run overhead (10-20 s each on this box) would rival the training itself.
 Resume is exact: `last.pt` holds weights, optimiser, scheduler and the RNG streams, saved every
 `ckpt_every` steps; batches and masks are drawn from generators seeded from (seed, purpose).
