@@ -10,7 +10,6 @@ FLOP count, a parameter count, a compression ratio) is written as a plain number
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -46,8 +45,3 @@ def combine(samples: Iterable[Mapping], fn) -> dict:
     values = [fn(*vs) for vs in zip(*(s["values"] for s in samples))]
     return sample(values, units.pop())
 
-
-def finite_mean(values: Iterable[float]) -> float:
-    """Mean of the finite values (NaN when none are): for tables that summarise a sample."""
-    vals = [v for v in values if v is not None and math.isfinite(v)]
-    return float(np.mean(vals)) if vals else float("nan")
