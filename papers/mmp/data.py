@@ -12,7 +12,8 @@ Generator (all draws from one seed):
   gene_g = Σ_{c ∋ g} L_gc a_ic + noise.
 - Hazard: log h_i = β_hᵀ z(p_i) + β_sᵀ g_i + β_gᵀ a_i + γ z(p_i)_{k*} a_{i,c*}, with z the
   standardised proportions: morphology mix (π) and grade (μ) from the slide, a weaker gene term, and
-  a cross term between one morphology and one pathway that only a fused model can use.
+  a cross term between one morphology and one pathway that only a fused model can use. β_g has a
+  fixed size on each active pathway (random sign), so the gene signal is set by design, not by a draw.
 - Weibull times T = (-log U / e^{log h})^{1/k}; censoring C ~ U(0, c_max) with c_max set by
   bisection so that the event rate hits its target (15–40%, like TCGA DSS).
 The true log h is kept, for an oracle c-index.
@@ -40,6 +41,7 @@ class Cohort:
     activity: np.ndarray  # [P, n_pathways] true pathway activity
     log_hazard: np.ndarray    # true log h (oracle)
     centres: np.ndarray   # [K, d]
+    coefficients: dict = None   # the hazard's β_h, β_s, β_g (per pathway), γ and the active pathways
 
     def __len__(self) -> int:
         return len(self.time)
@@ -83,7 +85,7 @@ def make_cohort(cfg, seed: int) -> Cohort:
     beta_h = rng.normal(0, 1, size=k) * cfg.beta_histology
     beta_g = np.zeros(n_pw)
     active = rng.choice(n_pw, size=cfg.n_active_pathways, replace=False)
-    beta_g[active] = rng.normal(0, 1, size=len(active)) * cfg.beta_genomic
+    beta_g[active] = rng.choice([-1.0, 1.0], size=len(active)) * cfg.beta_genomic   # fixed size, by design
     beta_s = rng.choice([-1.0, 1.0], size=cfg.n_graded) * cfg.beta_grade
     k_star, c_star = int(rng.integers(k)), int(active[0])
     z_p = (realised - realised.mean(0)) / realised.std(0)
@@ -102,7 +104,9 @@ def make_cohort(cfg, seed: int) -> Cohort:
     time = np.minimum(t_event, c_time)
     return Cohort(bags=bags, genes=genes.astype(np.float32), pathways=pathways, time=time, event=event,
                   site=site, proportions=realised, grade=grade, graded=graded, grade_directions=directions,
-                  cross_pair=(k_star, c_star), activity=activity, log_hazard=log_h, centres=centres)
+                  cross_pair=(k_star, c_star), activity=activity, log_hazard=log_h, centres=centres,
+                  coefficients={"beta_h": beta_h, "beta_s": beta_s, "beta_g": beta_g, "active": active,
+                                "gamma": cfg.gamma_cross})
 
 
 def site_folds(site: np.ndarray, n_folds: int) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -211,16 +211,12 @@ CEILINGS = {"proportions": "Ceiling: linear Cox on the true proportions p",
             "all": "Ceiling: linear Cox on p, g, a and the cross term"}
 
 
-def oracle_ceilings(run) -> dict:
-    """How much each modality's true signal is worth: a penalised linear Cox-PH (lifelines) fitted
-    on the training fold on the generator's true proportions p, true grade shifts g, true pathway
-    activities a (what the genes measure), and all of them with the cross term z(p)_k* a_c*,
-    scored on the test folds that every arm uses."""
+def ceiling_scores(cohort, folds, penalizer: float) -> dict:
+    """Per-fold test c-index of a penalised linear Cox-PH (lifelines) fitted on each training fold
+    on the generator's true proportions p, true grade shifts g, true pathway activities a (what the
+    genes measure), and all of them with the cross term z(p)_k* a_c*: {block: [c-index per fold]}."""
     from lifelines import CoxPHFitter
 
-    cfg, seed = run.cfg, run.seed
-    cohort = make_cohort(cfg.data, seed)
-    folds = site_folds(cohort.site, cfg.eval.n_folds)
     k_star, c_star = cohort.cross_pair
     z_p = (cohort.proportions - cohort.proportions.mean(0)) / cohort.proportions.std(0)
     blocks = {"proportions": z_p[:, :-1],          # p sums to 1: drop one column
@@ -232,8 +228,18 @@ def oracle_ceilings(run) -> dict:
         for key, x in blocks.items():
             df = pd.DataFrame(x).add_prefix("x")
             train = df.iloc[tr].assign(T=cohort.time[tr], E=cohort.event[tr].astype(int))
-            cph = CoxPHFitter(penalizer=cfg.eval.prototype_cox_penalizer).fit(train, duration_col="T", event_col="E")
+            cph = CoxPHFitter(penalizer=penalizer).fit(train, duration_col="T", event_col="E")
             scores[key].append(cindex(cohort.time[te], cohort.event[te], cph.predict_log_partial_hazard(df.iloc[te])))
+    return scores
+
+
+def oracle_ceilings(run) -> dict:
+    """How much each modality's true signal is worth (`ceiling_scores`), on the test folds that
+    every arm uses. These are properties of the cohort, not of any model."""
+    cfg, seed = run.cfg, run.seed
+    cohort = make_cohort(cfg.data, seed)
+    folds = site_folds(cohort.site, cfg.eval.n_folds)
+    scores = ceiling_scores(cohort, folds, cfg.eval.prototype_cox_penalizer)
     return {"ceilings": {key: fold_sample(v) for key, v in scores.items()}, "n_folds": len(folds),
             "test_sites": [np.unique(cohort.site[te]).tolist() for _, te in folds]}
 
@@ -340,6 +346,102 @@ def interpretability_figure(time, event, groups, example, n_pathways, pi, risk, 
     return fig
 
 
+# ----------------------------------------------------------------------------- 1b. why MMP-Trans stays near chance
+DIAGNOSTICS = {
+    "default": "MMP-Trans, official (raw π, 50 pathway tokens, no residual)",
+    "genes_zeroed": "MMP-Trans, genes zeroed (pathway tokens identical for every patient)",
+    "few_pathways": "MMP-Trans, only the first {few} pathway tokens",
+    "value_residual": "MMP-Trans, value residual (model.value_residual=true)",
+    "std_pi": "MMP-Trans, π standardised (tokens.standardize_pi=true)",
+    "epochs": "MMP-Trans, {factor}× epochs",
+    "histo": "MMP `histo` arm (no pathway tokens), official epochs",
+    "histo_epochs": "MMP `histo` arm, {factor}× epochs (same budget as the row above)",
+}
+
+
+class _Pathways:
+    """The part of a cohort that `build_model` reads: the bags' width and the pathways."""
+
+    def __init__(self, bags, pathways):
+        self.bags, self.pathways = bags, pathways
+
+
+@torch.no_grad()
+def fusion_usage(model, batch) -> dict:
+    """Where the trained fused model looks: the attention mass that histology rows and pathway rows
+    put on histology columns (uniform attention gives C/(P+C)), and the share of the head's output
+    spread across patients that comes from the histology mean: std(w_H·h̄_H) / (std(w_P·h̄_P) + std(w_H·h̄_H))."""
+    seen = {}
+    hook = model.head.register_forward_hook(lambda m, inp, out: seen.update(x=inp[0]))
+    _, attn = model(batch, return_map=True)
+    hook.remove()
+    p, a = model.n_p, model.attn_dim
+    w = model.head.weight[0]
+    gene, hist = seen["x"][:, :a] @ w[:a], seen["x"][:, a:] @ w[a:]
+    return {"hist_rows_on_hist": float(attn[:, p:, p:].sum(-1).mean()),
+            "path_rows_on_hist": float(attn[:, :p, p:].sum(-1).mean()),
+            "uniform_on_hist": model.n_h / (p + model.n_h),
+            "head_share_hist": float(hist.std() / (gene.std() + hist.std()))}
+
+
+def trans_diagnostics(run) -> dict:
+    """Why MMP-Trans stays near chance while its own `histo` arm learns: MMP-Trans retrained on the
+    same folds, seeds and tokens with one thing changed at a time (`diagnostics.variants`, see
+    DIAGNOSTICS), each paired by fold with the official default; the attention mass on histology
+    tokens and the head's histology share of every fused variant. Diagnostics only: no claim, and the
+    official defaults stay as they are."""
+    cfg, seed = run.cfg, run.seed
+    dg, t = cfg.diagnostics, cfg.train
+    cohort = load_cohort(cfg, seed)
+    folds = site_folds(cohort.site, cfg.eval.n_folds)
+    variants = list(dg.variants)
+    scores = {v: [] for v in variants}
+    usage = {v: [] for v in variants if not v.startswith("histo")}
+    for fold, (tr, te) in enumerate(folds):
+        fds = {False: prepare_fold(cohort, tr, cfg, seed, fold, standardize_pi=False)}
+        if "std_pi" in variants:
+            fds[True] = prepare_fold(cohort, tr, cfg, seed, fold, standardize_pi=True)
+        for v in variants:
+            data, pathways, epochs = dict(fds[v == "std_pi"]["data"]), cohort.pathways, t.epochs
+            if v == "genes_zeroed":
+                data["genes"] = torch.zeros_like(data["genes"])
+            if v == "few_pathways":
+                pathways = cohort.pathways[:dg.few_pathways]
+                data["genes"] = data["genes"][:, :max(int(g.max()) for g in pathways) + 1]
+            if v in ("epochs", "histo_epochs"):
+                epochs = t.epochs * dg.epochs_factor
+            model = build_model("mmp_histo" if v.startswith("histo") else "mmp_trans", cfg,
+                                _Pathways(cohort.bags, pathways), 1, derive_seed(seed, "init", fold))
+            model.value_residual = v == "value_residual" or bool(cfg.model.value_residual)
+            state = train_survival(model, make_batch(data, tr), cohort.time[tr], cohort.event[tr], loss="cox",
+                                   epochs=epochs, batch_size=t.batch_size, lr=t.lr, weight_decay=t.weight_decay,
+                                   seed=derive_seed(seed, "train", fold))
+            scores[v].append(cindex(cohort.time[te], cohort.event[te], predict_risk(model, data, te, state)))
+            if v in usage:
+                usage[v].append(fusion_usage(model, make_batch(data, te)))
+    from shared.intervals import mean_interval
+
+    metrics = {"variants": variants, "cindex": {v: fold_sample(s) for v, s in scores.items()}, "gap": {},
+               "usage": {v: {k: float(np.mean([u[k] for u in us])) for k in us[0]} for v, us in usage.items()}}
+    rows = []
+    for v in variants:
+        s = metrics["cindex"][v]
+        ref = "histo" if v == "histo_epochs" else "default"
+        gap = paired_gap(s, metrics["cindex"][ref]) if v != ref and ref in scores else None
+        if gap is not None:
+            metrics["gap"][v] = {"ref": ref, **gap}
+        lo, hi = mean_interval(s["values"])[:2]
+        u = metrics["usage"].get(v, {})
+        g_txt = "" if gap is None else (f"{gap['mean']:+.3f} " + "[{:+.3f}, {:+.3f}]".format(*mean_interval(gap["values"])[:2]))
+        rows.append({"variant": DIAGNOSTICS[v].format(few=dg.few_pathways, factor=dg.epochs_factor),
+                     "c-index": fmt(s), "90% interval": f"[{lo:.3f}, {hi:.3f}]",
+                     "paired gap [90%]": g_txt + (f" vs {ref}" if gap is not None else ""),
+                     "H rows on H": u.get("hist_rows_on_hist", np.nan), "P rows on H": u.get("path_rows_on_hist", np.nan),
+                     "uniform on H": u.get("uniform_on_hist", np.nan), "head share H": u.get("head_share_hist", np.nan)})
+    run.save_table(pd.DataFrame(rows), "trans_diagnostics", floatfmt=".3f")
+    return metrics
+
+
 # ----------------------------------------------------------------------------- 2. cost vs N
 class PeakMemory(torch.utils._python_dispatch.TorchDispatchMode):
     """Peak bytes of live tensors created inside the block (CPU or GPU), tracked per storage."""
@@ -424,26 +526,31 @@ def cost_vs_patches(run) -> dict:
                          "full_token_s": t_full, "aggregation_MB": m_agg / 2**20, "fusion_MB": m_fus / 2**20,
                          "full_token_MB": m_full / 2**20})
     df = pd.DataFrame(rows)
+    # the fixed cost of one aggregation call (a bag of a single patch), same timing rule
+    one = torch.from_numpy(np.random.default_rng(derive_seed(seed, "cost", "one")).normal(size=(1, d)).astype(np.float32))
+    fixed = measure(lambda: gmm_aggregate(one, protos, **agg), cfg.cost.repeats, memory=False)[0]
     lo, hi = cfg.cost.slope_range
-    fit = df[(df.N >= lo) & (df.N <= hi)]
-    slopes = {f"{col}_time_slope": seed_sample([loglog_slope(g.N, g[f"{col}_s"]) for _, g in fit.groupby("seed")])
-              for col in ("aggregation", "fusion", "mmp", "full_token")}
-    mem = fit[fit.seed == 0]
-    for col in ("aggregation", "fusion", "full_token"):
-        slopes[f"{col}_memory_slope"] = loglog_slope(mem.N, mem[f"{col}_MB"])
+    slopes = fit_slopes(df, lo, hi)
+    # diagnostic (no claim): the same slopes over the upper decade, where fixed per-call costs and
+    # the linear terms weigh least
+    upper = fit_slopes(df, *cfg.cost.upper_range)
     table = df.groupby("N").agg({"aggregation_s": "median", "fusion_s": "median", "mmp_s": "median",
                                  "full_token_s": "median"}).join(df[df.seed == 0].set_index("N")[
                                      ["aggregation_MB", "fusion_MB", "full_token_MB"]]).reset_index()
-    slope_row = {"N": f"log-log slope, N in [{fit.N.min():g}, {fit.N.max():g}]"}
-    for col in ("aggregation", "fusion", "mmp", "full_token"):
-        sm = slopes[f"{col}_time_slope"]
-        slope_row[f"{col}_s"] = f"{sm['mean']:.3f}" + (f" ± {sm['std']:.3f}" if sm["std"] is not None else "")
-    for col in ("aggregation", "fusion", "full_token"):
-        slope_row[f"{col}_MB"] = f"{slopes[f'{col}_memory_slope']:.3f}"
+    slope_rows = []
+    for (a, b), sl, what in (((lo, hi), slopes, "log-log slope"), (tuple(cfg.cost.upper_range), upper,
+                                                                    "diagnostic slope (no claim)")):
+        row_ = {"N": f"{what}, N in [{a:g}, {b:g}]"}
+        for col in ("aggregation", "fusion", "mmp", "full_token"):
+            sm = sl[f"{col}_time_slope"]
+            row_[f"{col}_s"] = f"{sm['mean']:.3f}" + (f" ± {sm['std']:.3f}" if sm["std"] is not None else "")
+        for col in ("aggregation", "fusion", "full_token"):
+            row_[f"{col}_MB"] = f"{sl[f'{col}_memory_slope']:.3f}"
+        slope_rows.append(row_)
     table = table.astype(object)
     for col in table.columns:
         table[col] = [str(int(v)) if col == "N" else f"{v:.4g}" for v in table[col]]
-    table = pd.concat([table, pd.DataFrame([slope_row])], ignore_index=True)
+    table = pd.concat([table, pd.DataFrame(slope_rows)], ignore_index=True)
     run.save_table(table, "cost", floatfmt=".4g")
     import matplotlib.pyplot as plt
 
@@ -465,7 +572,20 @@ def cost_vs_patches(run) -> dict:
     run.save_figure(fig, "cost")
     speed = ot_speedup(run)
     return {"n_patches": [int(v) for v in cfg.cost.n_patches], "slope_range": [float(lo), float(hi)],
-            **slopes, "ot_speed": speed}
+            **slopes, "upper_range": [float(v) for v in cfg.cost.upper_range], "upper": upper,
+            "aggregation_fixed_s": fixed, "ot_speed": speed}
+
+
+def fit_slopes(df, lo: float, hi: float) -> dict:
+    """Log-log slopes over N in [lo, hi]: of time, one per seed (a seed sample); of memory
+    (shapes only), one number from seed 0."""
+    fit = df[(df.N >= lo) & (df.N <= hi)]
+    slopes = {f"{col}_time_slope": seed_sample([loglog_slope(g.N, g[f"{col}_s"]) for _, g in fit.groupby("seed")])
+              for col in ("aggregation", "fusion", "mmp", "full_token")}
+    mem = fit[fit.seed == 0]
+    for col in ("aggregation", "fusion", "full_token"):
+        slopes[f"{col}_memory_slope"] = loglog_slope(mem.N, mem[f"{col}_MB"])
+    return slopes
 
 
 def seed_sample(values) -> dict:
@@ -632,7 +752,7 @@ def breast_cancer_check(run) -> dict:
 
 
 EXPERIMENTS = {**{f"cindex_{arm}": cindex_arm(arm) for arm in ARM_NAMES}, "oracle_ceilings": oracle_ceilings,
-               "cindex": cindex_table, "cost": cost_vs_patches, "compression": compression,
+               "cindex": cindex_table, "trans_diagnostics": trans_diagnostics, "cost": cost_vs_patches, "compression": compression,
                "loss_ablation": loss_ablation, "recovery": prototype_recovery, "breast_cancer": breast_cancer_check}
 
 

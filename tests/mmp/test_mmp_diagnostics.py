@@ -1,0 +1,49 @@
+"""The MMP-Trans diagnostics: where the fused model's attention and head look, and that the
+diagnostic's default row is the workflow's MMP-Trans arm (same folds, seeds, tokens)."""
+import numpy as np
+import pytest
+import torch
+
+from papers.mmp.models import MMP
+from shared.config import load_config
+from conftest import REPO
+
+CFG = REPO / "papers" / "mmp" / "config.yaml"
+
+
+def test_fusion_usage_reads_histology_columns_and_the_heads_histology_share():
+    from papers.mmp.experiments import fusion_usage
+
+    pathways = [np.arange(i, i + 4) for i in range(10)]
+    model = MMP(9, 6, pathways, dim=8, code_dim=4, snn_dropout=0.0, dropout=0.0, n_out=1).eval()
+    torch.nn.init.zeros_(model.qkv.weight)                   # all scores 0: pathway rows attend uniformly
+    batch = {"hist": torch.randn(5, 6, 9), "genes": torch.randn(5, 13)}
+    u = fusion_usage(model, batch)
+    assert u["uniform_on_hist"] == pytest.approx(6 / 16)
+    assert u["path_rows_on_hist"] == pytest.approx(6 / 16, abs=1e-6)
+    # histology rows see softmax([1/P, ..., 0, ...]): slightly less than uniform on histology columns
+    assert 6 / 16 * 0.9 < u["hist_rows_on_hist"] < 6 / 16
+    a = model.attn_dim
+    with torch.no_grad():
+        model.qkv.weight.normal_()                           # tokens now differ across patients
+        model.head.weight[0, a:] = 0                         # the head ignores the histology mean
+    assert fusion_usage(model, batch)["head_share_hist"] == pytest.approx(0.0, abs=1e-7)
+    with torch.no_grad():
+        model.head.weight.normal_()
+        model.head.weight[0, :a] = 0                         # ... or the pathway mean
+    assert fusion_usage(model, batch)["head_share_hist"] == pytest.approx(1.0)
+
+
+def test_diagnostics_default_row_is_the_mmp_trans_arm(tmp_path):
+    from papers.mmp.experiments import cindex_arm, trans_diagnostics
+    from shared.experiment import Run
+
+    cfg = load_config(CFG, "smoke", ["diagnostics.variants=[default, genes_zeroed, few_pathways]"])
+    diag = trans_diagnostics(Run("mmp", "trans_diagnostics", cfg, tmp_path))
+    arm = cindex_arm("mmp_trans")(Run("mmp", "cindex_mmp_trans", cfg, tmp_path))
+    assert diag["cindex"]["default"]["values"] == arm["cindex"]["values"]
+    few = cfg.diagnostics.few_pathways
+    assert diag["usage"]["few_pathways"]["uniform_on_hist"] == pytest.approx(
+        cfg.prototypes.n / (few + cfg.prototypes.n))
+    assert diag["gap"]["genes_zeroed"]["ref"] == "default" and diag["gap"]["genes_zeroed"]["n"] == cfg.eval.n_folds
+    assert "genes zeroed" in (tmp_path / "tables" / "trans_diagnostics.md").read_text()
