@@ -28,15 +28,16 @@ from shared.io import read_json, write_json
 from shared.samples import combine, is_sample, sample
 
 from . import metrics as M
-from .data import make_split
+from .data import ATTRIBUTES, make_split
 from .models import LatentDiffusion, load_stable_diffusion, resolve_device, save_pipeline
 from .operators import Inpainting, build_operator
-from .prior import (AttributeClassifier, assemble, encode_all, tiny_tokenizer, train_classifier, train_ldm,
-                    train_vae)
+from .prior import (AttributeClassifier, assemble, encode_all, sample_prior, tiny_tokenizer, train_classifier,
+                    train_ldm, train_vae)
 from .solver import hparams_of, proximal, solve
 
-TASKS = ("sr", "gblur", "motion", "inpaint_box")
-TASK_NAMES = {"sr": "SR×4", "gblur": "Gaussian deblur", "motion": "Motion deblur", "inpaint_box": "Box inpainting"}
+TASKS = ("sr", "gblur", "motion", "inpaint_box", "inpaint_random")
+TASK_NAMES = {"sr": "SR×4", "gblur": "Gaussian deblur", "motion": "Motion deblur", "inpaint_box": "Box inpainting",
+              "inpaint_random": "Random inpainting"}
 
 
 # ----------------------------------------------------------------------------------------- prior
@@ -67,47 +68,68 @@ def train_prior(run) -> dict:
 
     save_file(clf.state_dict(), str(_prior_dir(run.out) / "classifier.safetensors"))
 
-    # sanity: VAE reconstruction, classifier accuracy, and unconditional / conditional samples
-    test = make_split(run.seed, "test", 256, cfg.image_size)
+    # the gate: the classifier reads real images; samples with the true caption carry its attributes;
+    # samples with the null caption have the data's attribute frequencies
+    chk = cfg.prior_check
+    test = make_split(run.seed, "test", chk.n, cfg.image_size)
     with torch.no_grad():
         rec = ldm.decode(ldm.encode(test["images"]))
-    acc = M.attribute_accuracy(clf, test["images"], test["labels"]).mean()
-    n = 16
-    from .solver import solve as _solve
-    from .operators import build_operator as _op
-
-    sr = _op("sr", cfg.image_size)
-    sample = _solve("ddim", sr.forward(torch.zeros(n, 3, cfg.image_size, cfg.image_size)), sr, ldm,
-                    steps=cfg.solve.steps, seed=run.seed, captions=test["captions"][:n], prompt="true")
-    cond_acc = M.attribute_accuracy(clf, sample.x, test["labels"][:n]).mean()
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(2, n, figsize=(n * 0.8, 2))
-    for i in range(n):
-        for r, img in enumerate((test["images"][i], sample.x[i])):
-            axes[r, i].imshow(((img.permute(1, 2, 0) + 1) / 2).clamp(0, 1).numpy())
-            axes[r, i].axis("off")
-    axes[0, 0].set_title("data", fontsize=6, loc="left")
-    axes[1, 0].set_title("samples (true caption)", fontsize=6, loc="left")
-    run.save_figure(fig, "prior_samples")
+    real = M.attribute_hits(clf, test["images"], test["labels"])
+    x_cond = sample_prior(ldm, test["captions"], chk.steps, chk.guidance, run.seed)
+    cond = M.attribute_hits(clf, x_cond, test["labels"])
+    x_null = sample_prior(ldm, [""] * chk.n, chk.steps, 0.0, run.seed + 1)
+    with torch.no_grad():
+        null_pred = torch.stack([o.argmax(1) for o in clf(x_null)], 1).numpy()
+    names = list(ATTRIBUTES)
+    null_freq, tv = {}, {}
+    for j, attr in enumerate(names):
+        values = ATTRIBUTES[attr]
+        null_freq[attr] = {v: sample((null_pred[:, j] == k).astype(float), "image") for k, v in enumerate(values)}
+        tv[attr] = 0.5 * float(sum(abs((null_pred[:, j] == k).mean() - 1 / len(values)) for k in range(len(values))))
+    run.save_figure(prior_figure(test["images"], x_cond, x_null, n=16), "prior_samples")
     return {"vae_rec_psnr": float(M.psnr(rec, test["images"]).mean()), "latent_scale": scale,
-            "classifier_acc": float(acc), "conditional_sample_attr_acc": float(cond_acc),
+            "classifier_real": {a: sample(real[:, j], "image") for j, a in enumerate(names)},
+            "conditional": {a: sample(cond[:, j], "image") for j, a in enumerate(names)},
+            "null_frequency": null_freq, "data_frequency": {a: 1 / len(v) for a, v in ATTRIBUTES.items()},
+            "null_tv_distance": tv, "guidance": chk.guidance, "sample_steps": chk.steps, "n": chk.n,
             "train_wall_s": {"classifier": t_clf - start, "vae": t_vae - t_clf, "ldm": t_ldm - t_vae}}
 
 
-def load_prior(cfg, out: Path) -> tuple[LatentDiffusion, AttributeClassifier | None]:
+def prior_figure(data, x_cond, x_null, n: int = 16):
+    import matplotlib.pyplot as plt
+
+    n = min(n, len(data))
+    fig, axes = plt.subplots(3, n, figsize=(n * 0.8, 2.6), squeeze=False)
+    for i in range(n):
+        for r, img in enumerate((data[i], x_cond[i], x_null[i])):
+            _show(axes[r, i], img)
+    for r, title in enumerate(("data", "samples with its caption (CFG)", "samples with the null caption")):
+        axes[r, 0].set_title(title, fontsize=6, loc="left")
+    fig.tight_layout()
+    return fig
+
+
+def load_prior(cfg, out: Path) -> LatentDiffusion:
+    """The prior the solvers use: the trained tiny pipeline under `out` (tiny/smoke), or Stable
+    Diffusion from `full.sd_path` (full)."""
     device = resolve_device(cfg.device)
     if cfg.full.sd_path:
         path = require_path(cfg.full.sd_path, what="Stable Diffusion v1.5 weights (a diffusers folder)",
                             fetch="stable-diffusion-v1-5 (huggingface.co/stable-diffusion-v1-5/stable-diffusion-v1-5)",
                             config_key="full.sd_path")
-        return load_stable_diffusion(path, device), None
+        return load_stable_diffusion(path, device)
+    return load_stable_diffusion(_prior_dir(out) / "pipeline", device)
+
+
+def load_classifier(cfg, out: Path) -> AttributeClassifier | None:
+    """The attribute classifier (the FD proxy's features); None at the full profile."""
+    if cfg.full.sd_path:
+        return None
     from safetensors.torch import load_file
 
-    ldm = load_stable_diffusion(_prior_dir(out) / "pipeline", device)
     clf = AttributeClassifier(cfg.classifier.width, cfg.classifier.feature_dim)
     clf.load_state_dict(load_file(str(_prior_dir(out) / "classifier.safetensors")))
-    return ldm, clf.eval().requires_grad_(False)
+    return clf.eval().requires_grad_(False)
 
 
 def load_images(cfg, split: str, n: int) -> dict:
@@ -132,22 +154,36 @@ def method_hparams(cfg, method: str) -> dict:
     return hp
 
 
-def _solve_batches(method, y, op, ldm, cfg, seed, captions, **hp):
+VECTOR_HPARAMS = ("rho", "gamma_gml", "gamma_glue")   # may be per-image tensors: a tuning grid as one batch
+
+
+def _solve_batches(method, y, op, ldm, cfg, seed, captions, repeats: int = 1, **hp):
     """Solve in batches of cfg.solve.batch_size; concatenate reconstructions and per-image records
-    (`Solution.per_image`, [n_records, N]) and average trajectories."""
-    xs, nfe, wall, trajs, records = [], 0, 0.0, [], []
+    (`Solution.per_image`, [n_records, N]) and average trajectories. Returns (x, nfe, wall, traj,
+    per_image, calls) with calls = {"nfe", "decoder", "encoder"} per image (exact counts).
+    repeats > 1: y is `repeats` copies of the same problems (a tuning grid), which then all start
+    from the same initial latents (seeded `seed`)."""
+    if repeats > 1:
+        g = torch.Generator().manual_seed(seed)
+        size = ldm.unet.config.sample_size
+        z_T = torch.randn(y.shape[0] // repeats, ldm.latent_channels, size, size, generator=g)
+        hp["z_init"] = z_T.repeat(repeats, 1, 1, 1)
+    xs, wall, trajs, records = [], 0.0, [], []
     bs = cfg.solve.batch_size
     for b in range(0, y.shape[0], bs):
+        hb = {k: (v[b:b + bs] if (k in VECTOR_HPARAMS or k == "z_init") and torch.is_tensor(v) else v)
+              for k, v in hp.items()}
         sol = solve(method, y[b:b + bs], op, ldm, steps=cfg.solve.steps, seed=seed + b,
-                    captions=None if captions is None else captions[b:b + bs], **hp)
+                    captions=None if captions is None else captions[b:b + bs], **hb)
         xs.append(sol.x)
-        nfe, wall = sol.nfe, wall + sol.wall_s
+        wall += sol.wall_s
         trajs.append(sol.trajectory)
         records.append(sol.per_image)
     traj = {k: (np.mean([t[k] for t in trajs], 0).tolist() if trajs[0][k] else []) for k in trajs[0]}
     traj["step"] = trajs[0]["step"]
     per_image = {k: torch.cat([r[k] for r in records], 1).numpy() for k in records[0]}
-    return torch.cat(xs), nfe, wall, traj, per_image
+    calls = {"nfe": sol.nfe, "decoder": sol.decoder_calls, "encoder": sol.encoder_calls}
+    return torch.cat(xs), sol.nfe, wall, traj, per_image, calls
 
 
 def record_scores(per_image: dict) -> dict:
@@ -171,17 +207,61 @@ def cell(value) -> str | float:
     return value
 
 
-def tune(cfg, method, task, op, ldm, val, seed) -> tuple[float, list[dict]]:
-    """Equal budget: each method tries the same number of ρ values on the validation split (SSIM)."""
+def tuning_grid(cfg, method: str) -> list[dict]:
+    """The equal-budget grid of `method`: every method tries every ρ of `tuning.rho`, crossed with its
+    own extra axes (`tuning.extra.<method>`, e.g. PSLD's γ, P2L's prompt_lr)."""
+    import itertools
+
+    extra = dict((cfg.tuning.get("extra", {}) or {}).get(method, {}) or {}) if method else {}
+    keys = ["rho", *extra]
+    axes = [list(cfg.tuning.rho), *(list(v) for v in extra.values())]
+    return [dict(zip(keys, map(float, combo))) for combo in itertools.product(*axes)]
+
+
+def tune(cfg, method, task, op, ldm, val, seed, base: dict | None = None,
+         extra_axes: bool = True) -> tuple[dict, list[dict]]:
+    """Equal budget: each method tries its grid (`tuning_grid`) on the validation split and keeps the
+    point of best mean SSIM. Grid points that differ only in ρ/γ are solved as one batch (per-image
+    weights), which gives the same reconstructions as solving them one by one."""
     y = op.measure(val["images"], seed)
+    n = len(val["images"])
+    grid = tuning_grid(cfg, method if extra_axes else None)
+    groups = {}
+    for point in grid:
+        key = tuple((k, v) for k, v in point.items() if k not in VECTOR_HPARAMS)
+        groups.setdefault(key, []).append(point)
     rows = []
-    for rho in cfg.tuning.rho:
-        hp = {**method_hparams(cfg, method), "rho": float(rho)}
-        x, *_ = _solve_batches(method, y, op, ldm, cfg, seed, val["captions"], **hp)
-        rows.append({"task": task, "method": method, "rho": float(rho),
-                     "val_ssim": float(M.ssim(x, val["images"]).mean())})
+    for key, points in groups.items():
+        hp = {**method_hparams(cfg, method), **(base or {}), **dict(key)}
+        for k in VECTOR_HPARAMS:
+            if k in points[0]:
+                hp[k] = torch.tensor([p[k] for p in points for _ in range(n)], dtype=torch.float32)
+        caps = None if val["captions"] is None else list(val["captions"]) * len(points)
+        x, *_ = _solve_batches(method, y.repeat(len(points), *[1] * (y.dim() - 1)), op, ldm, cfg, seed, caps,
+                               repeats=len(points), **hp)
+        ssim = M.ssim(x, val["images"].repeat(len(points), 1, 1, 1))
+        for j, p in enumerate(points):
+            rows.append({"task": task, "method": method, **p, "val_ssim": float(ssim[j * n:(j + 1) * n].mean())})
     best = max(rows, key=lambda r: r["val_ssim"])
-    return best["rho"], rows
+    return {k: best[k] for k in grid[0]}, rows
+
+
+def tuning_figure(task, rows):
+    """Validation SSIM against ρ per method (other axes at their best value): where each curve turns over."""
+    import matplotlib.pyplot as plt
+
+    df = pd.DataFrame(rows)
+    fig, ax = plt.subplots(figsize=(4.8, 3))
+    for i, (m, d) in enumerate(df.groupby("method", sort=False)):
+        curve = d.groupby("rho")["val_ssim"].max()
+        ax.plot(curve.index, curve.values, marker="o", ms=3, color=f"C{i}", label=m)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("ρ")
+    ax.set_ylabel("validation SSIM")
+    ax.set_title(f"Tuning, {TASK_NAMES.get(task, task)}", fontsize=9)
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    return fig
 
 
 def operator_of(cfg, task):
@@ -189,24 +269,31 @@ def operator_of(cfg, task):
 
 
 def held_out_problem(cfg, task: str, seed: int) -> tuple:
-    """(operator, test split, y = A x + σ_y n with noise seeded by `seed`): what every method of the
-    main table, and the floors, reconstruct from."""
+    """(operator, test problems, y): the n_test test images, each measured under `data.noise_seeds`
+    noise draws (seeded seed, seed + 7919, ...), stacked seed-major, so unit i is (image i mod n_test,
+    noise draw i // n_test). What every method of the main table, the ablation and the floors solve."""
     op = operator_of(cfg, task)
-    test = load_images(cfg, "test", cfg.data.n_test)
-    return op, test, op.measure(test["images"], seed)
+    base = load_images(cfg, "test", cfg.data.n_test)
+    k = int(cfg.data.noise_seeds)
+    test = {"images": base["images"].repeat(k, 1, 1, 1),
+            "captions": None if base["captions"] is None else list(base["captions"]) * k,
+            "labels": None if base["labels"] is None else base["labels"].repeat(k, 1)}
+    y = torch.cat([op.measure(base["images"], seed + 7919 * j) for j in range(k)])
+    return op, test, y
 
 
 def main_task(run, task: str) -> dict:
     cfg = run.cfg
-    ldm, clf = load_prior(cfg, run.out)
+    ldm, clf = load_prior(cfg, run.out), load_classifier(cfg, run.out)
     op, test, y = held_out_problem(cfg, task, run.seed)
     val = load_images(cfg, "val", cfg.data.n_val)
-    methods = [m for m in cfg.methods if m != "oracle" or test["captions"] is not None]
+    methods = [m for m in cfg.methods if not m.startswith("oracle") or test["captions"] is not None]
     tuned, tuning_rows = {}, []
     for m in methods:
         tuned[m], rows = tune(cfg, m, task, op, ldm, val, run.seed + 1)
         tuning_rows += rows
     run.save_table(pd.DataFrame(tuning_rows), f"tuning_{task}")
+    run.save_figure(tuning_figure(task, tuning_rows), f"tuning_{task}")
 
     gt = test["images"]
     ref = make_split(cfg.seed, "ref", cfg.data.n_ref, cfg.image_size)["images"] if clf is not None else None
@@ -214,8 +301,8 @@ def main_task(run, task: str) -> dict:
     idx = M.bootstrap_indices(len(gt), cfg.bootstrap.n, run.seed)
     per_image, out, recon, fd_boots = [], {}, {}, {}
     for m in methods:
-        hp = {**method_hparams(cfg, m), "rho": tuned[m], "record_every": cfg.solve.record_every}
-        x, nfe, wall, traj, records = _solve_batches(m, y, op, ldm, cfg, run.seed, test["captions"], **hp)
+        hp = {**method_hparams(cfg, m), **tuned[m], "record_every": cfg.solve.record_every}
+        x, nfe, wall, traj, records, calls = _solve_batches(m, y, op, ldm, cfg, run.seed, test["captions"], **hp)
         recon[m] = x
         scores = {"psnr": M.psnr(x, gt), "ssim": M.ssim(x, gt), "hf_energy": M.high_frequency_energy(x),
                   "residual": M.per_image_residual(op, x, y), **record_scores(records)}
@@ -227,14 +314,21 @@ def main_task(run, task: str) -> dict:
             fd_boots[m] = np.array([M.frechet_distance(feat[i], ref_feat) for i in idx])
             out[m]["fd"] = sample([M.frechet_distance(feat, ref_feat)], "seed")
             out[m]["fd_bootstrap_ci"] = M.percentile_interval(fd_boots[m])
-        out[m].update({"rho": tuned[m], "nfe": nfe, "wall_s": sample([wall], "seed"), "trajectory": traj})
+        out[m].update({"rho": tuned[m]["rho"], "tuned": tuned[m], "nfe": nfe, "decoder_calls": calls["decoder"],
+                       "encoder_calls": calls["encoder"], "wall_s": sample([wall], "seed"), "trajectory": traj})
         for i in range(len(gt)):
-            per_image.append({"task": task, "method": m, "image": i, **{k: float(v[i]) for k, v in scores.items()}})
+            per_image.append({"task": task, "method": m, "image": i % cfg.data.n_test,
+                              "noise_seed": i // cfg.data.n_test, **{k: float(v[i]) for k, v in scores.items()}})
     for m in methods:
         out[m]["runtime_ratio_to_ldps"] = combine([out[m]["wall_s"], out["ldps"]["wall_s"]], lambda a, b: a / b)
         out[m]["nfe_ratio_to_ldps"] = out[m]["nfe"] / out["ldps"]["nfe"]
+        for other in ("psld", "ldps"):
+            if other in out:
+                out[m][f"calls_over_{other}"] = {k: out[m][c] / max(out[other][c], 1) if out[other][c] else None
+                                                  for k, c in (("nfe", "nfe"), ("decoder", "decoder_calls"),
+                                                               ("encoder", "encoder_calls"))}
     diffs = {}   # paired per-image gaps (and the FD gap with its paired bootstrap interval)
-    for a, b in (("p2l", "psld"), ("psld", "ldps"), ("p2l", "ldps")):
+    for a, b in (("p2l", "psld"), ("psld", "ldps"), ("p2l", "ldps"), ("oracle_projection", "p2l")):
         if a in out and b in out:
             diffs[f"{a}_minus_{b}"] = {k: combine([v, out[b][k]], lambda u, w: u - w)
                                        for k, v in out[a].items() if is_sample(v) and v["unit"] == "image"}
@@ -295,7 +389,9 @@ def main_table(run) -> dict:
                 row["fd_ci"] = "[{:.3f}, {:.3f}]".format(*r["fd_bootstrap_ci"])
             row["rho"] = r["rho"]
             rows.append(row)
-            runtime_rows.append({"task": task, "method": m, "nfe_per_image": r["nfe"], "wall_s": r["wall_s"]["mean"],
+            runtime_rows.append({"task": task, "method": m, "nfe_per_image": r["nfe"],
+                                 "decoder_calls": r["decoder_calls"], "encoder_calls": r["encoder_calls"],
+                                 "wall_s": r["wall_s"]["mean"],
                                  "runtime_ratio_to_ldps": r["runtime_ratio_to_ldps"]["mean"],
                                  "nfe_ratio_to_ldps": r["nfe_ratio_to_ldps"]})
             hf_rows.append({"task": task, "method": m, "n": r["hf_energy"]["n"], "hf_energy": cell(r["hf_energy"]),
@@ -321,6 +417,11 @@ def main_table(run) -> dict:
         "p2l_over_psld": sample([np.mean([a["wall_s"]["mean"] / b["wall_s"]["mean"] for a, b in zip(p2l, psld)])],
                                 "seed"),
         "nfe_p2l_over_psld": float(np.mean([a["nfe"] / b["nfe"] for a, b in zip(p2l, psld)])),
+        "decoder_p2l_over_psld": float(np.mean([a["decoder_calls"] / b["decoder_calls"] for a, b in zip(p2l, psld)])),
+        "encoder_p2l_over_psld": float(np.mean([a["encoder_calls"] / b["encoder_calls"] for a, b in zip(p2l, psld)])),
+        "calls_per_image": {m: {k: parts[next(iter(parts))]["methods"][m][c] for k, c in
+                                (("nfe", "nfe"), ("decoder", "decoder_calls"), ("encoder", "encoder_calls"))}
+                            for m in methods},
         "ratio_to_ldps": {m: sample([np.mean([parts[t]["methods"][m]["runtime_ratio_to_ldps"]["mean"]
                                               for t in parts])], "seed") for m in methods}}
     run.save_figure(trajectory_figure(parts), "prompt_trajectory")
@@ -435,7 +536,22 @@ def floors(run) -> dict:
     run.save_table(pd.DataFrame(rows), "floors")
     run.save_table(pd.DataFrame(standing, columns=["task", "method", "ssim",
                                                    *[f"ssim − {arm}" for arm in FLOOR_ARMS]]), "floors_standing")
-    return {"tasks": out, "lam": hp["lam"], "cg_iters": hp["cg_iters"], "n_test": cfg.data.n_test}
+    beats = {task: beats_both_floors(parts[task]["methods"]["p2l"]["ssim"], out[task])
+             for task in cfg.main_tasks if task in parts and "p2l" in parts[task]["methods"]}
+    return {"tasks": out, "lam": hp["lam"], "cg_iters": hp["cg_iters"], "n_test": cfg.data.n_test,
+            "p2l_beats_both_floors": beats, "p2l_tasks_beating_both_floors": int(sum(beats.values()))}
+
+
+def beats_both_floors(method_ssim: dict, floors_of_task: dict) -> bool:
+    """Whether the paired per-image SSIM gap to each floor has its whole 90 % interval above 0 (the
+    ledger's PASS for `>` against that floor)."""
+    from shared.intervals import mean_interval
+
+    for arm in FLOOR_ARMS:
+        d = np.asarray(method_ssim["values"]) - np.asarray(floors_of_task[arm]["ssim"]["values"])
+        if len(d) < 3 or not mean_interval(d)[0] > 0:
+            return False
+    return True
 
 
 # -------------------------------------------------------------------------------------- ablation
@@ -443,11 +559,10 @@ def ablation(run) -> dict:
     cfg = run.cfg
     task = cfg.ablation.task
     tuned = read_json(Path(run.out) / "metrics" / f"main_{task}.json")["methods"]
-    ldm, clf = load_prior(cfg, run.out)
-    op = operator_of(cfg, task)
-    test = load_images(cfg, "test", cfg.data.n_test)
+    ldm, clf = load_prior(cfg, run.out), load_classifier(cfg, run.out)
+    op, test, y = held_out_problem(cfg, task, run.seed)
+    val = load_images(cfg, "val", cfg.data.n_val)
     gt = test["images"]
-    y = op.measure(gt, run.seed)
     ref_feat = M.features(clf, make_split(cfg.seed, "ref", cfg.data.n_ref, cfg.image_size)["images"]) if clf else None
     variants = {
         "ldps": ("ldps", {}),
@@ -458,25 +573,68 @@ def ablation(run) -> dict:
         **{f"p2l_K{k}": ("p2l", {"prompt_steps": k}) for k in cfg.ablation.K},
         **{f"p2l_tau{t}": ("p2l", {"tau": t}) for t in cfg.ablation.tau},
     }
-    rho = tuned["p2l"]["rho"]
-    rows, out = [], {}
+    # every variant at its own ρ, tuned on the validation split like the main table's methods; LDPS and
+    # P2L keep the main table's tuned values; the prompt variants use P2L's tuned prompt_lr
+    lr = {"prompt_lr": tuned["p2l"]["tuned"]["prompt_lr"]} if "prompt_lr" in tuned["p2l"]["tuned"] else {}
+    rows, out, tuning_rows = [], {}, []
     for name, (method, extra) in variants.items():
-        hp = {**method_hparams(cfg, method), "rho": tuned["ldps"]["rho"] if name == "ldps" else rho,
-              "record_every": cfg.solve.record_every, **extra}
-        x, nfe, wall, traj, records = _solve_batches(method, y, op, ldm, cfg, run.seed, test["captions"], **hp)
+        if name in ("ldps", "p2l"):
+            own = tuned[name]["tuned"]
+        else:
+            base = {**(lr if method != "p2l_projection_only" else {}), **extra}
+            own, trows = tune(cfg, method, task, op, ldm, val, run.seed + 1, base=base, extra_axes=False)
+            own = {**base, **own}
+            tuning_rows += [{**r, "variant": name} for r in trows]
+        hp = {**method_hparams(cfg, method), **own, "record_every": cfg.solve.record_every, **extra}
+        x, nfe, wall, traj, records, _ = _solve_batches(method, y, op, ldm, cfg, run.seed, test["captions"], **hp)
         scores = {"psnr": M.psnr(x, gt), "ssim": M.ssim(x, gt), **record_scores(records),
                   "hf_energy": M.high_frequency_energy(x)}
         r = {k: sample(v, "image") for k, v in scores.items()}
         r["nfe"] = nfe
+        r["rho"] = own["rho"]
         if clf is not None:
             r["fd"] = sample([M.frechet_distance(M.features(clf, x), ref_feat)], "seed")
         out[name] = r
         rows.append({"variant": name, "n": len(gt), **{k: cell(v) for k, v in r.items()}, "wall_s": wall})
     run.save_table(pd.DataFrame(rows), "ablation")
+    run.save_table(pd.DataFrame(tuning_rows), "ablation_tuning")
     # the better single component by its mean SSIM; P2L is then compared with it image by image
     best = max(("prompt_only", "projection_only"), key=lambda k: out[k]["ssim"]["mean"])
     return {"task": task, "variants": out, "best_single": {"variant": best, "ssim": out[best]["ssim"]}}
 
 
-EXPERIMENTS = {"train_prior": train_prior, **{f"main_{t}": partial(main_task, task=t) for t in TASKS},
+# ----------------------------------------------------------------------------------- steps check
+def steps_check(run) -> dict:
+    """The main table's ranking again at `steps_check.steps` DDIM steps on one task: the methods at their
+    tuned hyper-parameters (from the main table, tuned at solve.steps) on the first noise draw of the
+    same test images. Per-image SSIM, paired by image."""
+    cfg = run.cfg
+    chk = cfg.steps_check
+    task = chk.task
+    tuned = read_json(Path(run.out) / "metrics" / f"main_{task}.json")["methods"]
+    ldm = load_prior(cfg, run.out)
+    op, test, y = held_out_problem(cfg, task, run.seed)
+    n = cfg.data.n_test
+    gt, y, caps = test["images"][:n], y[:n], None if test["captions"] is None else test["captions"][:n]
+    out, rows = {}, []
+    for m in chk.methods:
+        hp = {**method_hparams(cfg, m), **tuned[m]["tuned"]}
+        x, nfe, wall, *_ = _solve_batches(m, y, op, ldm, _with_steps(cfg, int(chk.steps)), run.seed, caps, **hp)
+        out[m] = {"ssim": sample(M.ssim(x, gt), "image"), "psnr": sample(M.psnr(x, gt), "image"), "nfe": nfe}
+        short = np.asarray(tuned[m]["ssim"]["values"][:n])
+        rows.append({"task": TASK_NAMES.get(task, task), "method": m, "n": n,
+                     f"ssim at {cfg.solve.steps} steps": f"{short.mean():.3f}",
+                     f"ssim at {chk.steps} steps": cell(out[m]["ssim"]), "nfe": nfe})
+    run.save_table(pd.DataFrame(rows), "steps_check")
+    return {"task": task, "steps": int(chk.steps), "methods": out}
+
+
+def _with_steps(cfg, steps: int):
+    """A view of cfg with solve.steps replaced (what `_solve_batches` reads)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(solve=SimpleNamespace(steps=steps, batch_size=cfg.solve.batch_size))
+
+
+EXPERIMENTS = {"train_prior": train_prior, "steps_check": steps_check, **{f"main_{t}": partial(main_task, task=t) for t in TASKS},
                "main_table": main_table, "floors": floors, "ablation": ablation}

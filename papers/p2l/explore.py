@@ -8,7 +8,7 @@ import torch
 from shared.config import load_config
 
 from . import metrics as M
-from .experiments import load_images, load_prior
+from .experiments import load_classifier, load_images, load_prior
 from .operators import build_operator
 from .solver import solve
 
@@ -20,7 +20,7 @@ class Explorer:
 
     def __init__(self, results_dir: str | Path, profile: str):
         self.cfg = load_config(CONFIG, profile)
-        self.ldm, self.clf = load_prior(self.cfg, Path(results_dir))
+        self.ldm, self.clf = load_prior(self.cfg, Path(results_dir)), load_classifier(self.cfg, Path(results_dir))
         self.test = load_images(self.cfg, "test", 4)
 
     def reconstruct(self, task="sr", sigma_y=0.05, method="p2l", rho=1.0, steps=8, index=0):

@@ -40,6 +40,13 @@ def features(classifier, x: torch.Tensor) -> np.ndarray:
 
 
 @torch.no_grad()
+@torch.no_grad()
+def attribute_hits(classifier, x: torch.Tensor, labels: torch.Tensor) -> np.ndarray:
+    """[N, n_attributes]: 1 where the classifier reads that attribute of that image correctly."""
+    preds = torch.stack([o.argmax(1) for o in classifier(x.float())], 1)
+    return (preds == labels).double().numpy()
+
+
 def attribute_accuracy(classifier, x: torch.Tensor, labels: torch.Tensor) -> np.ndarray:
     """Per image: the fraction of the three attributes the classifier reads correctly."""
     preds = torch.stack([o.argmax(1) for o in classifier(x.float())], 1)

@@ -60,10 +60,14 @@ def build_vae(channels: list[int], latent_channels: int, image_size: int):
 
 
 def build_unet(channels: list[int], latent_channels: int, latent_size: int, cross_attention_dim: int,
-               head_dim: int = 8):
+               head_dim: int = 8, text_time_embedding: bool = False):
+    """SD's UNet, small. text_time_embedding: also add an attention-pooled C to the time embedding
+    (diffusers' `addition_embed_type="text"`), a global path for global attributes besides cross-attention;
+    C still enters only as the text encoder's output sequence, so prompt tuning acts on both paths."""
     from diffusers import UNet2DConditionModel
 
     return UNet2DConditionModel(
+        addition_embed_type="text" if text_time_embedding else None,
         sample_size=latent_size, in_channels=latent_channels, out_channels=latent_channels,
         down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
         block_out_channels=tuple(channels), layers_per_block=1, cross_attention_dim=cross_attention_dim,

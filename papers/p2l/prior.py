@@ -116,10 +116,16 @@ def _steps_to_epochs(steps: int, n: int, batch: int) -> int:
     return max(1, -(-steps // max(1, n // batch)))
 
 
+def _cache_config(cfg, images) -> dict:
+    """What decides the trained weights: the section's config and the training set's size and shape."""
+    return {"section": dict(cfg), "data": list(images.shape)}
+
+
 def train_vae(cfg, images, out_dir: Path, seed: int, progress: bool = False):
     vae = build_vae(list(cfg.channels), cfg.latent_channels, images.shape[-1])
     module = VAEModule(vae, cfg.lr, cfg.kl_weight)
     trainer = make_trainer(out_dir, seed=seed, max_steps=cfg.steps, progress=progress,
+                           cache_config=_cache_config(cfg, images),
                            max_epochs=_steps_to_epochs(cfg.steps, len(images), cfg.batch_size))
     fit(trainer, module, _loader([images], cfg.batch_size, seed))
     return vae.eval().requires_grad_(False)
@@ -132,9 +138,11 @@ def encode_all(vae, images, batch: int = 256):
 
 def train_ldm(cfg, latents, ids, tokenizer, out_dir: Path, seed: int, progress: bool = False):
     text_encoder = build_text_encoder(len(tokenizer), cfg.text_dim, cfg.text_layers, CAPTION_LENGTH)
-    unet = build_unet(list(cfg.unet_channels), latents.shape[1], latents.shape[-1], cfg.text_dim)
+    unet = build_unet(list(cfg.unet_channels), latents.shape[1], latents.shape[-1], cfg.text_dim,
+                      text_time_embedding=bool(cfg.get("text_time_embedding", False)))
     module = LDMModule(unet, text_encoder, build_scheduler(), cfg.lr, cfg.ema_decay, cfg.caption_dropout)
     trainer = make_trainer(out_dir, seed=seed, max_steps=cfg.steps, progress=progress,
+                           cache_config={**_cache_config(cfg, latents), "latents_sum": float(latents.sum())},
                            max_epochs=_steps_to_epochs(cfg.steps, len(latents), cfg.batch_size))
     fit(trainer, module, _loader([latents, ids], cfg.batch_size, seed))
     return module.ema_unet.eval(), module.ema_text.eval()
@@ -143,6 +151,7 @@ def train_ldm(cfg, latents, ids, tokenizer, out_dir: Path, seed: int, progress: 
 def train_classifier(cfg, images, labels, out_dir: Path, seed: int, progress: bool = False):
     net = AttributeClassifier(cfg.width, cfg.feature_dim)
     trainer = make_trainer(out_dir, seed=seed, max_steps=cfg.steps, progress=progress,
+                           cache_config=_cache_config(cfg, images),
                            max_epochs=_steps_to_epochs(cfg.steps, len(images), cfg.batch_size))
     fit(trainer, ClassifierModule(net, cfg.lr), _loader([images, labels], cfg.batch_size, seed))
     return net.eval().requires_grad_(False)
@@ -155,3 +164,24 @@ def tiny_tokenizer():
 def assemble(vae, unet, text_encoder, scale: float, device) -> LatentDiffusion:
     return LatentDiffusion(vae=vae, unet=unet, text_encoder=text_encoder, tokenizer=tiny_tokenizer(),
                            scheduler=build_scheduler(), scale=scale, device=device).freeze()
+
+
+@torch.no_grad()
+def sample_prior(ldm: LatentDiffusion, captions: list[str], steps: int, guidance: float, seed: int,
+                 batch: int = 256) -> torch.Tensor:
+    """Text-to-image with the prior: DDIM (η = 0) with classifier-free guidance
+    ε = ε(z, C_∅) + w·(ε(z, C) − ε(z, C_∅)); the empty caption "" samples the unconditional prior."""
+    xs = []
+    for b in range(0, len(captions), batch):
+        caps = list(captions[b:b + batch])
+        C, C_null = ldm.embed(caps), ldm.null_prompt(len(caps))
+        g = torch.Generator().manual_seed(seed + b)
+        size = ldm.unet.config.sample_size
+        z = torch.randn(len(caps), ldm.latent_channels, size, size, generator=g).to(ldm.device)
+        ldm.scheduler.set_timesteps(steps)
+        for t in ldm.scheduler.timesteps:
+            e_null = ldm.eps(z, t, C_null)
+            e = e_null if guidance == 0 or all(c == "" for c in caps) else e_null + guidance * (ldm.eps(z, t, C) - e_null)
+            z = ldm.scheduler.step(e, t, z).prev_sample
+        xs.append(ldm.decode(z).clamp(-1, 1).cpu())
+    return torch.cat(xs)

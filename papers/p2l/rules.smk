@@ -8,13 +8,13 @@ P2L_PRIOR = [] if P2L_CFG["full"]["sd_path"] else [f"{P2L}/metrics/train_prior.j
 P2L_PARTS = [f"{P2L}/metrics/main_{t}.json" for t in P2L_TASKS]
 
 PAPER_METRICS["p2l"] = P2L_PRIOR + P2L_PARTS + [f"{P2L}/metrics/main_table.json", f"{P2L}/metrics/floors.json",
-                                                 f"{P2L}/metrics/ablation.json"]
+                                                 f"{P2L}/metrics/ablation.json", f"{P2L}/metrics/steps_check.json"]
 PAPER_TARGETS.extend(prov(
     *([f"{P2L}/figures/prior_samples.png"] if P2L_PRIOR else []),
-    *[f"{P2L}/figures/grid_{t}.png" for t in P2L_TASKS],
+    *[f"{P2L}/figures/{k}_{t}.png" for t in P2L_TASKS for k in ("grid", "tuning")],
     *[f"{P2L}/tables/{k}_{t}.md" for t in P2L_TASKS for k in ("tuning", "per_image")],
     *[f"{P2L}/tables/{k}.md" for k in ("main_table", "main_table_wide", "runtime_nfe", "artifacts_range", "floors",
-                                       "floors_standing", "ablation")],
+                                       "floors_standing", "ablation", "ablation_tuning", "steps_check")],
     f"{P2L}/figures/prompt_trajectory.png", f"{P2L}/figures/off_range.png",
 ))
 
@@ -29,7 +29,8 @@ rule p2l_prior:
 rule p2l_task_solutions:
     input: "papers/p2l/config.yaml", P2L_PRIOR
     output:
-        prov(f"{P2L}/metrics/main_{{task}}.json", f"{P2L}/figures/grid_{{task}}.png", f"{P2L}/figures/grid_{{task}}.pdf",
+        prov(f"{P2L}/metrics/main_{{task}}.json",
+             *[f"{P2L}/figures/{k}_{{task}}.{e}" for k in ("grid", "tuning") for e in ("png", "pdf")],
              *[f"{P2L}/tables/{k}_{{task}}.{e}" for k in ("tuning", "per_image") for e in ("csv", "md")])
     wildcard_constraints: task="|".join(P2L_TASKS)
     threads: 1
@@ -60,6 +61,15 @@ rule p2l_floors_table:
 
 rule p2l_ablation_table:
     input: "papers/p2l/config.yaml", f"{P2L}/metrics/main_{P2L_CFG['ablation']['task']}.json"
-    output: prov(f"{P2L}/metrics/ablation.json", f"{P2L}/tables/ablation.csv", f"{P2L}/tables/ablation.md")
+    output: prov(f"{P2L}/metrics/ablation.json", *[f"{P2L}/tables/{k}.{e}" for k in ("ablation", "ablation_tuning")
+                                                  for e in ("csv", "md")])
     threads: 1
     shell: experiment_cmd("p2l", "ablation")
+
+
+rule p2l_steps_check:
+    """The main table's ranking again at steps_check.steps DDIM steps on one task (tuned values reused)."""
+    input: "papers/p2l/config.yaml", f"{P2L}/metrics/main_{P2L_CFG['steps_check']['task']}.json"
+    output: prov(f"{P2L}/metrics/steps_check.json", f"{P2L}/tables/steps_check.csv", f"{P2L}/tables/steps_check.md")
+    threads: 1
+    shell: experiment_cmd("p2l", "steps_check")

@@ -36,6 +36,7 @@ METHODS = {
     "p2l_projection_only": dict(projection=True, tau=1),
     "p2l_glue": dict(prompt_lr=1e-3, prompt_steps=1, gamma_glue=0.1),
     "oracle": dict(prompt="true"),
+    "oracle_projection": dict(prompt="true", projection=True, tau=1),
 }
 
 
@@ -46,6 +47,8 @@ class Solution:
     prompt: torch.Tensor                  # the final prompt C*
     nfe: int                              # UNet evaluations per image
     wall_s: float
+    decoder_calls: int = 0                # D evaluations per image (forward passes; the backward not counted)
+    encoder_calls: int = 0                # E evaluations per image
     trajectory: dict = field(default_factory=dict)   # per recorded step: t, off_range, prompt_cos (batch means)
     per_image: dict = field(default_factory=dict)    # the same records per image: {key: [n_records, B]}
 
@@ -114,11 +117,12 @@ def _cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def solve(method: str, y: torch.Tensor, operator: Operator, ldm: LatentDiffusion, *, steps: int, seed: int,
-          captions: list[str] | None = None, **hparams) -> Solution:
+          captions: list[str] | None = None, z_init: torch.Tensor | None = None, **hparams) -> Solution:
     """Reconstruct x from y = A x + n with `method` (a key of METHODS) in `steps` DDIM steps.
 
     `captions` gives the true captions: needed for the oracle prompt and to record the prompt's
-    cosine to the true caption's embedding (hparams record_every > 0).
+    cosine to the true caption's embedding (hparams record_every > 0). `z_init` replaces the seeded
+    initial latent z_T (a tuning grid gives every point the same z_T per image).
     """
     hp = hparams_of(method, **hparams)
     start = time.perf_counter()
@@ -147,9 +151,12 @@ def solve(method: str, y: torch.Tensor, operator: Operator, ldm: LatentDiffusion
 
     g = torch.Generator(device="cpu").manual_seed(seed)
     size = ldm.unet.config.sample_size
-    z = torch.randn(B, ldm.latent_channels, size, size, generator=g).to(device)
+    z = torch.randn(B, ldm.latent_channels, size, size, generator=g).to(device) if z_init is None else z_init.to(device)
     enc_gen = torch.Generator(device="cpu").manual_seed(seed + 1)
-    nfe = 0
+    nfe = dec = enc = 0
+    # ρ, γ_gml, γ_glue may be per-image tensors [B] (a tuning grid solved as one batch)
+    weights = {k: torch.as_tensor(hp[k], dtype=torch.float32, device=device) for k in ("rho", "gamma_gml", "gamma_glue")}
+    active = {k: bool((w != 0).any()) for k, w in weights.items()}
     traj = {"step": [], "t": [], "off_range": [], "prompt_cos": [], "null_cos": []}
     records = {"off_range": [], "prompt_cos": [], "null_cos": []}
 
@@ -162,25 +169,27 @@ def solve(method: str, y: torch.Tensor, operator: Operator, ldm: LatentDiffusion
             for _ in range(hp["prompt_steps"]):
                 opt.zero_grad(set_to_none=True)
                 loss = prompt_loss(ldm, z, t, C, acp[t].float(), y, operator)
-                nfe += 1
+                nfe, dec = nfe + 1, dec + 1
                 loss.backward()
                 opt.step()
         prompt = C.detach()
 
         # 2. Tweedie estimate with the graph to z_t
-        z_t = z.detach().requires_grad_(hp["rho"] != 0 or hp["gamma_gml"] != 0 or hp["gamma_glue"] != 0)
+        z_t = z.detach().requires_grad_(any(active.values()))
         with torch.set_grad_enabled(z_t.requires_grad):
             z0, eps = tweedie(ldm, z_t, t, prompt, acp[t].float())
-            nfe += 1
+            nfe, dec = nfe + 1, dec + 1
             x0 = ldm.decode(z0)
-            loss = hp["rho"] * per_sample_norm(y - operator.forward(x0)).sum()
-            if hp["gamma_gml"]:
-                loss = loss + hp["gamma_gml"] * per_sample_norm(
-                    z0 - ldm.encode(x0, hp["encoder_sample"], enc_gen)).sum()
-            if hp["gamma_glue"]:
+            loss = (weights["rho"] * per_sample_norm(y - operator.forward(x0))).sum()
+            if active["gamma_gml"]:
+                enc += 1
+                loss = loss + (weights["gamma_gml"] * per_sample_norm(
+                    z0 - ldm.encode(x0, hp["encoder_sample"], enc_gen))).sum()
+            if active["gamma_glue"]:
+                enc += 1
                 glued = operator.pseudo_adjoint(y) + x0 - operator.pseudo_adjoint(operator.forward(x0))
-                loss = loss + hp["gamma_glue"] * per_sample_norm(
-                    z0 - ldm.encode(glued, hp["encoder_sample"], enc_gen)).sum()
+                loss = loss + (weights["gamma_glue"] * per_sample_norm(
+                    z0 - ldm.encode(glued, hp["encoder_sample"], enc_gen))).sum()
         grad = torch.autograd.grad(loss, z_t)[0] if z_t.requires_grad else torch.zeros_like(z)
 
         if hp["record_every"] and (i % hp["record_every"] == 0 or i == len(timesteps) - 1):
@@ -199,10 +208,12 @@ def solve(method: str, y: torch.Tensor, operator: Operator, ldm: LatentDiffusion
             with torch.no_grad():
                 x_star = proximal(y, operator, x0.detach(), hp["lam"], hp["cg_iters"])
                 z_star = ldm.encode(x_star)
+                enc += 1
 
         # 4.–5. DDIM step from the (projected) ẑ₀, then the latent DPS step
         z = a_prev.sqrt() * z_star + (1 - a_prev).sqrt() * eps.detach() - grad
 
     return Solution(x=x0.detach().clamp(-1, 1).cpu(), z0=z0.detach().cpu(), prompt=C.detach().cpu(), nfe=nfe,
+                    decoder_calls=dec, encoder_calls=enc,
                     wall_s=time.perf_counter() - start, trajectory=traj,
                     per_image={k: torch.stack(v).double() for k, v in records.items() if v})

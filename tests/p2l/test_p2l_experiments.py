@@ -25,7 +25,8 @@ def test_solve_batches_keeps_each_image_in_its_place(ldm):
     g = torch.Generator().manual_seed(0)
     op = build_operator("sr", 16, factor=4)
     y = op.measure(torch.rand(2, 3, 16, 16, generator=g) * 2 - 1, 0)
-    x, nfe, wall, traj, per_image = _solve_batches("p2l", y, op, ldm, cfg, 5, CAPTIONS, record_every=1)
+    x, nfe, wall, traj, per_image, calls = _solve_batches("p2l", y, op, ldm, cfg, 5, CAPTIONS, record_every=1)
+    assert calls == {"nfe": 4, "decoder": 4, "encoder": 1}   # K = 1: 2 UNet + 2 D per step; E projects once
     assert x.shape == (2, 3, 16, 16) and per_image["off_range"].shape == (2, 2)
     # batch b is image b, seeded 5 + b: its records are those of solving that image alone
     alone = solve("p2l", y[1:2], op, ldm, steps=2, seed=6, captions=CAPTIONS[1:], record_every=1)

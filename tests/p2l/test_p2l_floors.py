@@ -24,12 +24,14 @@ def _main_task_inputs(cfg, task, out, monkeypatch) -> list[tuple]:
     """Run `main_task` with the solver replaced by a recorder: the (y, seed) of every call it makes."""
     calls = []
 
-    def record(method, y, op, ldm, cfg_, seed, captions, **hp):
+    def record(method, y, op, ldm, cfg_, seed, captions, repeats=1, **hp):
         calls.append((method, y.clone(), seed, "record_every" in hp))
         x = torch.zeros_like(op.adjoint(y))
-        return x, 1, 1.0, {"step": [], "t": [], "off_range": [], "prompt_cos": [], "null_cos": []}, {}
+        return (x, 1, 1.0, {"step": [], "t": [], "off_range": [], "prompt_cos": [], "null_cos": []}, {},
+                {"nfe": 1, "decoder": 1, "encoder": 0})
 
-    monkeypatch.setattr(E, "load_prior", lambda cfg_, out_: (None, None))
+    monkeypatch.setattr(E, "load_prior", lambda cfg_, out_: None)
+    monkeypatch.setattr(E, "load_classifier", lambda cfg_, out_: None)
     monkeypatch.setattr(E, "_solve_batches", record)
     E.main_task(Run("p2l", f"main_{task}", cfg, out), task)
     return calls

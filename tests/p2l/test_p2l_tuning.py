@@ -1,0 +1,89 @@
+"""The equal-budget tuning grid, the noise draws of the held-out problems, the floor count and the
+prior's classifier-free-guidance sampler."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from papers.p2l import build_operator, solve
+from papers.p2l import experiments as E
+from papers.p2l.prior import sample_prior
+from shared.config import load_config
+from shared.samples import sample
+
+from test_p2l_solver import CAPTIONS, tiny_ldm
+
+CONFIG = Path(__file__).resolve().parents[2] / "papers" / "p2l" / "config.yaml"
+
+
+@pytest.fixture(scope="module")
+def ldm():
+    return tiny_ldm()
+
+
+def test_per_image_weights_equal_solving_each_point_alone(ldm):
+    """A ρ/γ grid solved as one batch with per-image weights gives each point's own reconstruction."""
+    g = torch.Generator().manual_seed(1)
+    op = build_operator("sr", 16, factor=4)
+    y = op.measure(torch.rand(1, 3, 16, 16, generator=g) * 2 - 1, 0).repeat(2, 1, 1, 1)
+    rho, gamma = torch.tensor([0.5, 4.0]), torch.tensor([0.1, 0.5])
+    z_T = torch.randn(1, 4, 4, 4, generator=g).repeat(2, 1, 1, 1)
+    both = solve("psld", y, op, ldm, steps=3, seed=2, rho=rho, gamma_glue=gamma, encoder_sample=False, z_init=z_T)
+    for i in range(2):
+        alone = solve("psld", y[i:i + 1], op, ldm, steps=3, seed=2, rho=float(rho[i]), gamma_glue=float(gamma[i]),
+                      encoder_sample=False, z_init=z_T[:1])
+        torch.testing.assert_close(both.x[i:i + 1], alone.x, atol=1e-5, rtol=1e-4)
+    assert not torch.allclose(both.x[0], both.x[1], atol=1e-4)
+
+
+def test_tuning_grid_crosses_rho_with_the_methods_own_axes():
+    cfg = load_config(CONFIG, "tiny")
+    grid = E.tuning_grid(cfg, "psld")
+    assert len(grid) == len(cfg.tuning.rho) * len(cfg.tuning.extra.psld.gamma_glue)
+    assert {p["gamma_glue"] for p in grid} == set(cfg.tuning.extra.psld.gamma_glue)
+    assert E.tuning_grid(cfg, "ldps") == [{"rho": float(r)} for r in cfg.tuning.rho]
+
+
+def test_tune_picks_the_best_validation_point(ldm, monkeypatch):
+    cfg = load_config(CONFIG, "smoke", ["solve.steps=2"])
+    val = {"images": torch.zeros(2, 3, 16, 16), "captions": CAPTIONS}
+    op = build_operator("sr", 16, factor=4)
+
+    def fake(method, y, op_, ldm_, cfg_, seed, captions, repeats=1, **hp):   # reconstruction quality grows with ρ·γ
+        w = (hp["rho"] * hp["gamma_glue"])[:, None, None, None]
+        return (torch.zeros(len(y), 3, 16, 16) + 1 / (1 + w), 0, 0.0, {}, {}, {})
+
+    monkeypatch.setattr(E, "_solve_batches", fake)
+    best, rows = E.tune(cfg, "psld", "sr", op, ldm, val, 0)
+    assert len(rows) == len(E.tuning_grid(cfg, "psld"))
+    assert best == {"rho": max(cfg.tuning.rho), "gamma_glue": max(cfg.tuning.extra.psld.gamma_glue)}
+
+
+def test_held_out_problem_stacks_distinct_noise_draws_of_the_same_images():
+    cfg = load_config(CONFIG, "smoke", ["data.noise_seeds=3"])
+    op, test, y = E.held_out_problem(cfg, "gblur", 0)
+    n = cfg.data.n_test
+    assert len(y) == len(test["images"]) == len(test["captions"]) == 3 * n
+    torch.testing.assert_close(test["images"][:n], test["images"][n:2 * n])
+    assert test["captions"][:n] == test["captions"][n:2 * n]
+    clean = op.forward(test["images"])
+    noise = [(y - clean)[j * n:(j + 1) * n] for j in range(3)]
+    assert not torch.allclose(noise[0], noise[1]) and not torch.allclose(noise[1], noise[2])
+
+
+def test_beats_both_floors_needs_both_intervals_above_zero():
+    rng = np.random.default_rng(0)
+    base = rng.uniform(0.4, 0.6, 64)
+    floors = {"measurement": {"ssim": sample(base, "image")}, "least_squares": {"ssim": sample(base - 0.2, "image")}}
+    assert E.beats_both_floors(sample(base + 0.05 + rng.normal(0, 0.01, 64), "image"), floors)
+    assert not E.beats_both_floors(sample(base - 0.05, "image"), floors)            # loses to one floor
+    assert not E.beats_both_floors(sample(base + rng.normal(0, 0.05, 64), "image"), floors)   # ties one
+
+
+def test_guidance_zero_is_the_unconditional_sampler_and_guidance_changes_samples(ldm):
+    caps = [CAPTIONS[0]] * 2
+    null = sample_prior(ldm, ["", ""], steps=3, guidance=0.0, seed=4)
+    torch.testing.assert_close(sample_prior(ldm, caps, steps=3, guidance=0.0, seed=4), null)
+    guided = sample_prior(ldm, caps, steps=3, guidance=3.0, seed=4)
+    assert guided.shape == null.shape and not torch.allclose(guided, null, atol=1e-4)
