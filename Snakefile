@@ -17,6 +17,10 @@ if PROFILE not in PROFILES:
 PAPERS_DIR = Path(config.get("papers_dir", "papers"))
 RESULTS = f"{config.get('results', 'results')}/{PROFILE}"
 PY = sys.executable
+# Every papermill run has a per-cell timeout: a hung cell fails, its source in the error, instead of
+# waiting forever (the slowest cell at tiny takes ~14 s). Config key nb_timeout (seconds) overrides.
+NB_TIMEOUT = int(config.get("nb_timeout", 3600 if PROFILE == "full" else 300))
+PAPERMILL = f"OMP_NUM_THREADS=1 {PY} -m papermill --execution-timeout {NB_TIMEOUT} -k python3"
 PAPERS = sorted(p.parent.name for p in PAPERS_DIR.glob("*/rules.smk"))
 CLAIM_FILES = sorted(str(p) for p in [*PAPERS_DIR.glob("*/claims.yaml"), Path("kernels/claims.yaml")] if p.exists())
 
@@ -60,14 +64,15 @@ rule paper_metrics:
 
 
 rule paper_notebook:
-    """The paper's notebook, executed by papermill with the profile and results folder injected."""
+    """The paper's notebook, executed by papermill with the profile and results folder injected, and
+    interactive=False: no widgets, each explorer renders its default view once."""
     input:
         nb=str(PAPERS_DIR / "{paper}" / "{paper}.ipynb"),
         metrics=f"{RESULTS}/{{paper}}/metrics.json",
     output: prov(f"{RESULTS}/{{paper}}/{{paper}}.ipynb")
     log: f"{RESULTS}/logs/{{paper}}_notebook.log"
     shell:
-        "OMP_NUM_THREADS=1 {PY} -m papermill {input.nb} {output[0]} -k python3 --cwd {RESULTS}/{wildcards.paper} "
+        "{PAPERMILL} {input.nb} {output[0]} --cwd {RESULTS}/{wildcards.paper} -p interactive False "
         "-p profile {PROFILE} -p results_dir $(realpath {RESULTS}/{wildcards.paper}) -p claims_path $(realpath {PAPERS_DIR}/{wildcards.paper}/claims.yaml) > {log} 2>&1 && "
         "{PY} -m shared.provenance {output[0]} --profile {PROFILE} --rule {rule}"
 
@@ -91,6 +96,6 @@ rule overview_notebook:
     output: prov(f"{RESULTS}/overview.ipynb")
     log: f"{RESULTS}/logs/overview_notebook.log"
     shell:
-        "OMP_NUM_THREADS=1 {PY} -m papermill {input.nb} {output[0]} -k python3 --cwd {RESULTS} "
+        "{PAPERMILL} {input.nb} {output[0]} --cwd {RESULTS} "
         "-p profile {PROFILE} -p results_dir $(realpath {RESULTS}) > {log} 2>&1 && "
         "{PY} -m shared.provenance {output[0]} --profile {PROFILE} --rule {rule}"

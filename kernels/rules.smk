@@ -20,7 +20,7 @@ rule kernels_notebook:
     output: prov(f"{KERNELS}/kernels.ipynb")
     log: f"{RESULTS}/logs/kernels_notebook.log"
     shell:
-        "OMP_NUM_THREADS=1 {PY} -m papermill {input.nb} {output[0]} -k python3 --cwd {KERNELS} "
+        "{PAPERMILL} {input.nb} {output[0]} --cwd {KERNELS} "
         "-p profile {PROFILE} -p results_dir $(realpath {KERNELS}) -p claims_path $(realpath kernels/claims.yaml) "
         "-p gpu_csv $(realpath -m {GPU_CSV}) > {log} 2>&1 && "
         "{PY} -m shared.provenance {output[0]} --profile {PROFILE} --rule {rule}"

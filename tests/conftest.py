@@ -10,6 +10,8 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
+import subprocess  # noqa: E402
+import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -24,3 +26,27 @@ FIXTURE_PAPERS = REPO / "tests" / "fixtures" / "papers"
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+# The workflow runs as users run it: no Triton interpreter or Agg backend forced, one thread per job,
+# this venv first.
+WORKFLOW_ENV = {**{k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "MPLBACKEND")}, "OMP_NUM_THREADS": "1",
+                "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+
+
+def snakemake(results: Path, *extra: str, papers_dir: Path | None = None, dry: bool = False):
+    """`snakemake --config profile=smoke results=...` from the repo root (a dry run with dry=True)."""
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--nolock", "--config", "profile=smoke",
+           f"results={results}", *([f"papers_dir={papers_dir}"] if papers_dir else []), *extra]
+    if dry:
+        cmd.append("-n")
+    return subprocess.run(cmd, cwd=REPO, env=WORKFLOW_ENV, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="session")
+def smoke_every_paper(tmp_path_factory):
+    """(results root, CompletedProcess) of one smoke run of every real paper, shared by the tests that
+    need smoke results. REPRO_SMOKE_RESULTS=<dir> keeps them there (CI: results, for make test-browser)."""
+    keep = os.environ.get("REPRO_SMOKE_RESULTS")
+    results = Path(keep).resolve() if keep else tmp_path_factory.mktemp("smoke_every_paper")
+    return results, snakemake(results)

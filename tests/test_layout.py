@@ -67,3 +67,27 @@ def test_slurm_profile_names_existing_rules():
     assert profile["executor"] == "slurm"
     unknown = set(profile["set-resources"]) - rules
     assert not unknown, f"slurm profile names rules that do not exist: {unknown}"
+
+
+def test_every_papermill_run_has_a_timeout_and_no_widgets():
+    """Papermill runs go through the Snakefile's PAPERMILL (per-cell timeout); paper notebooks pass
+    interactive=False; each paper notebook has an `interactive` parameter and its widget cell tagged."""
+    import re
+
+    import nbformat
+
+    for f in [REPO / "Snakefile", REPO / "kernels/rules.smk", *REPO.glob("papers/*/rules.smk")]:
+        text = f.read_text()
+        assert "-m papermill" not in text.replace('f"OMP_NUM_THREADS=1 {PY} -m papermill --execution-timeout', ""), \
+            f"{f}: papermill called without {{PAPERMILL}} (no per-cell timeout)"
+    rule = re.search(r"rule paper_notebook:.*?shell:(.*?)\n\n", (REPO / "Snakefile").read_text(), re.S).group(1)
+    assert "-p interactive False" in rule
+    for nb_path in [*REPO.glob("papers/*/*.ipynb"), *REPO.glob("notebooks/*.ipynb")]:
+        nb = nbformat.read(nb_path, as_version=4)
+        widget_cells = [c for c in nb.cells if c.cell_type == "code" and "ipywidgets" in c.source]
+        if nb_path.parts[-3] == "papers" or widget_cells:
+            par = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+            assert re.search(r"^interactive = True", par.source, re.M), f"{nb_path}: no `interactive = True` parameter"
+        for c in widget_cells:
+            assert "explorer" in c.metadata.get("tags", []), f"{nb_path} {c.get('id')}: widget cell not tagged explorer"
+            assert "if interactive" in c.source, f"{nb_path} {c.get('id')}: widgets built without `if interactive`"

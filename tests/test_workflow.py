@@ -5,30 +5,22 @@ paper under papers/ (what `make smoke` runs). Each is followed by nbval (--nbval
 executed notebooks and a dry run that must find nothing to do.
 """
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURE_PAPERS, REPO
+from conftest import FIXTURE_PAPERS, REPO, snakemake
+from conftest import WORKFLOW_ENV as ENV
 
 pytestmark = pytest.mark.workflow
-ENV = {**{k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}, "OMP_NUM_THREADS": "1",
-       "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # the workflow runs as users run it
-
-
-def snakemake(results: Path, *extra: str, papers_dir: Path | None = None, dry: bool = False):
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--nolock", "--config", "profile=smoke",
-           f"results={results}", *([f"papers_dir={papers_dir}"] if papers_dir else []), *extra]
-    if dry:
-        cmd.append("-n")
-    return subprocess.run(cmd, cwd=REPO, env=ENV, capture_output=True, text=True)
+NBVAL_CELL_TIMEOUT = 300   # nbval re-runs every cell: a hung one fails instead of waiting forever
 
 
 def nbval(notebooks: list[Path]):
     return subprocess.run([sys.executable, "-m", "pytest", "--nbval-lax", "-q", "-p", "no:cacheprovider",
+                           f"--nbval-cell-timeout={NBVAL_CELL_TIMEOUT}",
                            *map(str, notebooks)], cwd=REPO, env=ENV, capture_output=True, text=True)
 
 
@@ -71,9 +63,9 @@ def test_fixture_paper_workflow(tmp_path):
     assert nbval([tmp_path / "smoke/toy/toy.ipynb"]).returncode != 0
 
 
-def test_smoke_workflow_every_paper(tmp_path):
+def test_smoke_workflow_every_paper(smoke_every_paper):
+    tmp_path, run = smoke_every_paper
     papers = sorted(p.parent.name for p in (REPO / "papers").glob("*/rules.smk"))
-    run = snakemake(tmp_path)
     assert run.returncode == 0, run.stderr[-5000:]
     check_run(tmp_path, papers)
     # No shipped claim may be unfalsifiable on the smoke metrics (python -m shared.claims --audit).
