@@ -1,14 +1,17 @@
 """E²GAN experiments: base models, scratch baselines, rank search, the per-concept table, the
 base-model ablation, the data-size curve, and latency.
 
-Dependencies (see rules.smk): base_* → rank_search → concept_table / base_ablation / data_size_curve;
-scratch_baselines → concept_table (its PSNR target and scratch rows). Trained weights go under
+Dependencies (see rules.smk): base_clustered → rank_search → lr_grid → concept_table / base_ablation /
+data_size_curve; base_variants → base_ablation; scratch_baselines → concept_table (its PSNR target and
+scratch rows). Trained weights go under
 `checkpoints/<experiment>/`, named by a hash of the config parts they depend on.
 
 Stochastic metrics are written as samples over training seeds (`shared.samples.sample`, unit "seed"):
-an arm's value for seed i is its mean over new concepts and test images, so two arms pair by seed. The
-fine-tuning arms vary with `concepts.seeds`; the bases are trained once, at the run's seed, so base-level
-metrics are one-seed samples. Parameter, byte and FLOP-per-step counts stay plain numbers.
+an arm's value for seed i is its mean over new concepts and test images, so two arms pair by seed. All
+fine-tuning arms of one (concept, seed) share the minibatch order and the initialisation seed (common
+random numbers), so their differences are paired. The bases are trained once each, at the run's seed;
+the random-base ablation has `base.random_draws` draws. Parameter, byte and FLOP-per-step counts stay
+plain numbers.
 """
 from __future__ import annotations
 
@@ -26,18 +29,19 @@ from shared.samples import combine, sample
 from shared.seeding import derive_seed
 
 from .data import load_image_folder, make_inputs, slug, split, teacher_pairs, to_images, to_tensor
-from .lora import adapter_state, add_lora, lora_param_count, state_bytes
+from .lora import GROUP_PREFIXES, adapter_state, add_lora, layer_groups, lora_param_count, state_bytes
 from .metrics import image_features, quality
+from .ranks import group_costs, matched_random_ranks
 from .models import CRUCIAL_GROUPS, E2GANGenerator, PatchDiscriminator, Pix2PixGenerator
 from .selection import nearest_to_centroids, random_subset
 from .teacher import CONCEPTS, InstructPix2PixTeacher, SkimageTeacher, families
 from .text import CLIPTextEncoder, HashedTextEncoder, pooled
 from .train import Pairs, predict, to_target, train_gan
 
-BASE_KINDS = ("clustered", "random", "family", "single")
 FT_ARMS = ("full_ft", "lora_all", "lora_1x", "lora_4x", "lora_random", "lora_searched")
 SCRATCH_ARMS = ("pix2pix_scratch", "e2gan_scratch")
 SAMPLED = ("psnr", "ssim", "fd", "reached_to_target", "steps_to_target", "flops_to_target")  # vary with the seed
+PAPER_METRICS = ("fid", "kid", "clip_score")  # full profile only (metrics.fid)
 COUNTED = ("trainable_params", "stored_bytes", "flops_per_step")  # counts: plain means over runs
 
 
@@ -96,6 +100,25 @@ class Setup:
             np.save(tmp, inputs)
             tmp.replace(cached)
         self.train_inputs, self.test_inputs = split(inputs, d.test_fraction)
+        m = cfg.metrics
+        self.inception = self.clip_path = None
+        if m.fid:  # full: FID/KID in InceptionV3 features, CLIP score; the weights must be local
+            from .metrics import InceptionFeatures
+
+            self.inception = InceptionFeatures(require_path(
+                m.inception_path, what="TorchScript InceptionV3 feature network (inception-2015-12-05.pt)",
+                fetch="the StyleGAN2-ADA metrics file inception-2015-12-05.pt", config_key="metrics.inception_path"))
+            self.clip_path = require_path(m.clip_path, what="CLIP model (config.json, weights, processor files)",
+                                          fetch="openai/clip-vit-large-patch14", config_key="metrics.clip_path")
+
+    def paper_metrics(self, G, test: Pairs, prompt: str) -> dict:
+        """FID, KID (against the teacher's test outputs) and CLIP score; {} unless `metrics.fid`."""
+        if self.inception is None:
+            return {}
+        from .metrics import clip_score, fid_kid
+
+        pred = predict(G, test)
+        return {**fid_kid(pred, to_images(test.y), self.inception), "clip_score": clip_score(pred, prompt, self.clip_path)}
 
     @property
     def text_dim(self) -> int:
@@ -119,10 +142,10 @@ class Setup:
     def discriminator(self) -> PatchDiscriminator:
         return PatchDiscriminator(self.cfg.model.ndf, self.cfg.model.d_layers).to(self.device)
 
-    def train_kwargs(self, lora: bool) -> dict:
+    def train_kwargs(self, lora: bool, lr: float | None = None) -> dict:
         t = self.cfg.train
-        return dict(lr=t.lora_lr if lora else t.lr, lr_d=t.lr, beta1=t.beta1, batch_size=t.batch_size,
-                    lambda_l1=t.lambda_l1)
+        lr = lr if lr is not None else t.lora_lr if lora else t.lr
+        return dict(lr=lr, lr_d=t.lr, beta1=t.beta1, batch_size=t.batch_size, lambda_l1=t.lambda_l1)
 
 
 def evaluate(G, test: Pairs, fd_dims: int) -> dict:
@@ -152,31 +175,54 @@ def full_bytes(G) -> int:
 
 
 # ----------------------------------------------------------------------------- base models
+def base_kinds(cfg) -> tuple[str, ...]:
+    """clustered, random0 … random{n−1} (independent random draws), family, single."""
+    return ("clustered", *[f"random{j}" for j in range(cfg.base.random_draws)], "family", "single")
+
+
+def edit_features(setup: Setup, prompts: list[str]) -> np.ndarray:
+    """(P, F): per prompt, the mean edit residual f(T(x, c)) − f(x) over the first `base.feature_images`
+    training inputs, in the image-feature space of `metrics.image_features`. What the edit does, not
+    what its prompt says."""
+    cfg = setup.cfg
+    inputs = setup.train_inputs[: cfg.base.feature_images]
+    f_in = image_features(inputs)
+    out = []
+    for p in prompts:
+        edited = teacher_pairs(setup.teacher, inputs, p, derive_seed(setup.seed, "teacher", "features"),
+                               setup.cache / "features")
+        out.append((image_features(edited) - f_in).mean(0))
+    return np.asarray(out)
+
+
 def base_concepts(setup: Setup, kind: str) -> list[str]:
     cfg = setup.cfg
     pool = list(cfg.concepts.pool) or list(CONCEPTS)
     k = min(cfg.base.k, len(pool))
-    emb = pooled(setup.encoder, pool)
     if kind == "clustered":
-        return [pool[i] for i in nearest_to_centroids(emb, k, setup.seed)]
-    if kind == "random":
-        return [pool[i] for i in random_subset(len(pool), k, derive_seed(setup.seed, "random concepts"))]
+        return [pool[i] for i in nearest_to_centroids(edit_features(setup, pool), k, setup.seed)]
+    if kind.startswith("random"):
+        j = int(kind[len("random"):] or 0)
+        return [pool[i] for i in random_subset(len(pool), k, derive_seed(setup.seed, "random concepts", j))]
     if kind == "family":
         return (list(cfg.base.family_prompts) or families()[cfg.base.family])[:k]
-    if kind == "single":
-        return [pool[int(np.argmin(np.linalg.norm(emb - emb.mean(0), axis=1)))]]
-    raise ValueError(f"unknown base kind {kind!r}; valid: {BASE_KINDS}")
+    if kind == "single":  # the concept whose standardised edit residual is nearest the pool's mean
+        f = edit_features(setup, pool)
+        z = (f - f.mean(0)) / np.where(f.std(0) > 0, f.std(0), 1.0)
+        return [pool[int(np.argmin(np.linalg.norm(z, axis=1)))]]
+    raise ValueError(f"unknown base kind {kind!r}; valid: {base_kinds(cfg)}")
 
 
 def base_clustered(run) -> dict:
-    """The E²GAN base model: trained on the k concepts nearest k-means centroids of prompt embeddings."""
+    """The E²GAN base model: trained on the k concepts nearest the k-means centroids of the teacher's
+    standardised edit residuals."""
     return train_base(run, "clustered")
 
 
 def base_variants(run) -> dict:
-    """The ablation's other bases: k random concepts, one concept family, a single concept."""
+    """The ablation's other bases: `base.random_draws` draws of k random concepts, one family, one concept."""
     setup = Setup(run)
-    return {kind: train_base(run, kind, setup) for kind in BASE_KINDS[1:]}
+    return {kind: train_base(run, kind, setup) for kind in base_kinds(run.cfg)[1:]}
 
 
 def base_path(run, kind: str) -> Path:
@@ -228,8 +274,21 @@ def train_base(run, kind: str, setup: Setup | None = None) -> dict:
 
 
 # ----------------------------------------------------------------------------- fine-tuning arms
-def arm_ranks(cfg, arm: str, seed: int, searched: dict | None = None) -> dict:
+def random_ranks(setup: Setup, searched: dict, seed: int, concept: str) -> tuple[dict, bool]:
+    """One random rank draw for (seed, concept), matched to the searched arm's parameter count."""
+    lo = setup.cfg.lora
+    if not hasattr(setup, "_lora_costs"):
+        setup._lora_costs = group_costs(lambda r: count_lora_params(setup, r), CRUCIAL_GROUPS)
+    costs = setup._lora_costs
+    rng = np.random.default_rng(derive_seed(seed, "random ranks", concept))
+    return matched_random_ranks(costs, searched, lo.base_rank, lo.random_mults, lo.random_tolerance, rng)
+
+
+def arm_ranks(setup: Setup, arm: str, seed: int, concept: str, searched: dict | None = None) -> dict | None:
+    cfg = setup.cfg
     r0 = cfg.lora.base_rank
+    if arm == "full_ft":
+        return None
     if arm == "lora_all":
         return {g: cfg.lora.all_layers_rank for g in (*CRUCIAL_GROUPS, "rb")}
     if arm == "lora_1x":
@@ -237,17 +296,19 @@ def arm_ranks(cfg, arm: str, seed: int, searched: dict | None = None) -> dict:
     if arm == "lora_4x":
         return {g: r0 * cfg.lora.uniform_high_mult for g in CRUCIAL_GROUPS}
     if arm == "lora_random":
-        rng = np.random.default_rng(derive_seed(seed, "random ranks"))
-        return {g: int(r0 * rng.choice(cfg.lora.random_mults)) for g in CRUCIAL_GROUPS}
+        return random_ranks(setup, searched, seed, concept)[0]
     if arm == "lora_searched":
         return dict(searched)
     raise ValueError(arm)
 
 
 def finetune(setup: Setup, base: dict, arm: str, ranks: dict | None, train: Pairs, test: Pairs, steps: int,
-             seed: int, eval_every: int = 0):
-    """Adapt the base to one concept: full fine-tune or LoRA with `ranks` ({group: rank})."""
-    torch.manual_seed(derive_seed(seed, "adapter init", arm))
+             seed: int, eval_every: int = 0, lr: float | None = None, concept: str = ""):
+    """Adapt the base to one concept: full fine-tune or LoRA with `ranks` ({group: rank}).
+
+    The init and minibatch seeds depend on (seed, concept) only, never on the arm: every arm of one
+    (concept, seed) sees the same minibatches in the same order (common random numbers)."""
+    torch.manual_seed(derive_seed(seed, "adapter init", concept))
     G, D = setup.e2gan(), setup.discriminator()
     G.load_state_dict(base["G"])
     D.load_state_dict(base["D"])
@@ -255,8 +316,8 @@ def finetune(setup: Setup, base: dict, arm: str, ranks: dict | None, train: Pair
     if arm != "full_ft":
         add_lora(G, ranks, setup.cfg.lora.alpha_per_rank)
         stored = state_bytes(adapter_state(G))
-    hist = train_gan(G, D, train, steps, seed=derive_seed(seed, "finetune", arm), test=test, eval_every=eval_every,
-                     **setup.train_kwargs(lora=arm != "full_ft"))
+    hist = train_gan(G, D, train, steps, seed=derive_seed(seed, "finetune", concept), test=test,
+                     eval_every=eval_every, **setup.train_kwargs(lora=arm != "full_ft", lr=lr))
     hist["stored_bytes"] = stored
     return G, hist
 
@@ -265,28 +326,52 @@ def count_lora_params(setup: Setup, ranks: dict) -> int:
     return lora_param_count(add_lora(setup.e2gan(), ranks))
 
 
+def relative_change(before: dict, G, groups=tuple(GROUP_PREFIXES)) -> dict:
+    """{group: ‖ΔW‖_F / ‖W‖_F} over the conv/linear weights and biases of each layer group."""
+    after = G.state_dict()
+    names = layer_groups(G, groups)
+    num, den = {g: 0.0 for g in groups}, {g: 0.0 for g in groups}
+    for module, g in names.items():
+        for leaf in ("weight", "bias"):
+            key = f"{module}.{leaf}"
+            if key in before:
+                num[g] += float((after[key] - before[key]).pow(2).sum())
+                den[g] += float(before[key].pow(2).sum())
+    return {g: (num[g] / den[g]) ** 0.5 for g in groups if den[g] > 0}
+
+
 # ----------------------------------------------------------------------------- experiments
 def scratch_baselines(run) -> dict:
-    """pix2pix (9 RBs) and E²GAN trained from scratch on each new concept; sets the PSNR target."""
+    """pix2pix (9 RBs) trained from scratch on each new concept until its validation PSNR plateaus
+    (`scratch.patience` evaluations without a `scratch.min_delta` dB gain); the target is that plateau
+    (its best PSNR) − `finetune.target_margin_db`. E²GAN from scratch then trains on the same minibatches
+    until it reaches the target or plateaus."""
     setup, cfg = Setup(run), run.cfg
+    sc = cfg.scratch
     ckpt = run.checkpoint_dir()
     out = {}
     for concept in cfg.concepts.new:
         train, test = setup.pairs(concept, "train"), setup.pairs(concept, "test")
         for seed in cfg.concepts.seeds:
-            row = {}
+            row, target = {}, None
             for arm in SCRATCH_ARMS:
                 torch.manual_seed(derive_seed(seed, "scratch init", arm, concept))
                 G = setup.pix2pix() if arm == "pix2pix_scratch" else setup.e2gan()
-                hist = train_gan(G, setup.discriminator(), train, cfg.scratch.steps,
-                                 seed=derive_seed(seed, "scratch", arm, concept), test=test,
-                                 eval_every=cfg.scratch.eval_every, **setup.train_kwargs(lora=False))
+                hist = train_gan(G, setup.discriminator(), train, sc.max_steps,
+                                 seed=derive_seed(seed, "scratch", concept), test=test, eval_every=sc.eval_every,
+                                 patience=sc.patience, min_delta=sc.min_delta, stop_at=target,
+                                 **setup.train_kwargs(lora=False))
                 torch.save(G.state_dict(), ckpt / f"{slug(concept)}_{arm}_s{seed}.pt")
-                row[arm] = {**evaluate(G, test, cfg.fd_dims), "curve": hist["curve"],
+                row[arm] = {**evaluate(G, test, cfg.fd_dims), **setup.paper_metrics(G, test, concept),
+                            "curve": hist["curve"],
                             "seconds": hist["seconds"], "flops_per_step": hist["flops_per_step"],
                             "steps": hist["steps"], "trainable_params": hist["trainable_params"],
                             "stored_bytes": full_bytes(G)}
-            row["target_psnr"] = row["pix2pix_scratch"]["curve"][-1][1] - cfg.finetune.target_margin_db
+                if arm == "pix2pix_scratch":
+                    best = max(hist["curve"][1:], key=lambda c: c[1])
+                    row["plateau_psnr"], row["plateau_step"] = best[1], best[0]
+                    row["stopped_at"] = hist["steps"]
+                    target = row["target_psnr"] = best[1] - cfg.finetune.target_margin_db
             out[f"{concept}|{seed}"] = row
     return {"runs": out}
 
@@ -297,15 +382,19 @@ def rank_search(run) -> dict:
     best gain is below `search.min_gain_db`, after `search.rounds` rounds."""
     setup, cfg = Setup(run), run.cfg
     base = load_base(run, setup, "clustered")
-    sets = [(setup.pairs(c, "train"), setup.pairs(c, "test")) for c in cfg.concepts.search]
+    sets = [(setup.pairs(c, "train"), setup.pairs(c, "test"), c) for c in cfg.concepts.search]
     return search_ranks(setup, base, sets, cfg.search, cfg.lora.base_rank, run.seed, cfg.fd_dims)
 
 
 def search_ranks(setup: Setup, base: dict, sets, search_cfg, base_rank: int, seed: int, fd_dims: int = 16) -> dict:
+    flops = [0]
+
     def score(ranks):
         vals = []
-        for train, test in sets:
-            G, _ = finetune(setup, base, "lora_searched", ranks, train, test, search_cfg.steps, seed)
+        for train, test, *concept in sets:
+            G, h = finetune(setup, base, "lora_searched", ranks, train, test, search_cfg.steps, seed,
+                            concept=concept[0] if concept else "")
+            flops[0] += h["steps"] * h["flops_per_step"]
             vals.append(evaluate(G, test, fd_dims)["psnr"])
         return float(np.mean(vals))
 
@@ -328,7 +417,8 @@ def search_ranks(setup: Setup, base: dict, sets, search_cfg, base_rank: int, see
         if best is None or best[2] - current < search_cfg.min_gain_db:
             break
         _, ranks, current, params = best
-    return {"ranks": ranks, "params": params, "psnr": current, "n_probes": len(history), "history": history}
+    return {"ranks": ranks, "params": params, "psnr": current, "n_probes": len(history), "history": history,
+            "train_flops": flops[0]}
 
 
 def _read_metrics(run, experiment: str) -> dict:
@@ -338,35 +428,94 @@ def _read_metrics(run, experiment: str) -> dict:
     return json.loads(path.read_text())
 
 
-def concept_table(run) -> dict:
-    """Per new concept: every arm's quality, parameters, bytes stored, FLOPs and steps to the target."""
+def lr_grid(run) -> dict:
+    """The same lr policy for every fine-tuning arm: each arm tries every lr of `lr_grid.lrs` with the
+    same budget (`finetune.steps`) on the validation concept `concepts.search[0]` (not an evaluated
+    one) and keeps the lr with the best test PSNR there."""
     setup, cfg = Setup(run), run.cfg
     base = load_base(run, setup, "clustered")
     searched = _read_metrics(run, "rank_search")["ranks"]
+    concept = cfg.concepts.search[0]
+    train, test = setup.pairs(concept, "train"), setup.pairs(concept, "test")
+    rows, flops = [], 0
+    for arm in FT_ARMS:
+        ranks = arm_ranks(setup, arm, run.seed, concept, searched)
+        for lr in cfg.lr_grid.lrs:
+            G, h = finetune(setup, base, arm, ranks, train, test, cfg.finetune.steps, run.seed, lr=lr,
+                            concept=concept)
+            flops += h["steps"] * h["flops_per_step"]
+            rows.append({"arm": arm, "lr": lr, "psnr": evaluate(G, test, cfg.fd_dims)["psnr"]})
+    df = pd.DataFrame(rows)
+    chosen = {arm: float(g.loc[g["psnr"].idxmax(), "lr"]) for arm, g in df.groupby("arm", sort=False)}
+    wide = df.pivot(index="arm", columns="lr", values="psnr").loc[list(FT_ARMS)]
+    wide.columns = [f"psnr@lr={c:g}" for c in wide.columns]
+    wide["chosen_lr"] = [chosen[a] for a in wide.index]
+    run.save_table(wide.reset_index(), "e2gan_lr_grid", floatfmt=".4g")
+    return {"chosen": chosen, "concept": concept, "train_flops": flops, "grid": rows}
+
+
+def _ci(values) -> str:
+    """'mean [lo, hi]' (90 % t-interval over the values) or the bare mean for one value."""
+    from shared.intervals import t_interval
+
+    v = np.asarray(values, float)
+    if len(v) < 2:
+        return f"{v.mean():.3g}"
+    lo, hi = t_interval(v)
+    return f"{v.mean():.3g} [{lo:.3g}, {hi:.3g}]"
+
+
+def geomean(x) -> float:
+    return float(np.exp(np.mean(np.log(np.asarray(x, float)))))
+
+
+def concept_table(run) -> dict:
+    """Per new concept: every arm's quality, parameters, bytes stored, FLOPs and steps to the target;
+    per-concept FLOP ratios with their geometric mean; one-off costs and break-even; layer changes."""
+    setup, cfg = Setup(run), run.cfg
+    base = load_base(run, setup, "clustered")
+    search = _read_metrics(run, "rank_search")
+    searched = search["ranks"]
+    lrs = _read_metrics(run, "lr_grid")
     scratch = _read_metrics(run, "scratch_baselines")["runs"]
     adapters = run.checkpoint_dir("adapters")
-    rows, grid_models = [], {}
+    rows, grid_models, changes, draws = [], {}, [], []
     for concept in cfg.concepts.new:
         train, test = setup.pairs(concept, "train"), setup.pairs(concept, "test")
+        floors = {"floor_zero_shot": zero_shot_quality(setup, base, test, cfg.fd_dims)}
         for seed in cfg.concepts.seeds:
             sc = scratch[f"{concept}|{seed}"]
             target = sc["target_psnr"]
+            for arm, q in floors.items():  # untrained arms: the same value at every seed
+                rows.append({"concept": concept, "seed": seed, "arm": arm, **q, "trainable_params": 0,
+                             "stored_bytes": 0, "flops_per_step": 0, "steps_run": 0,
+                             "reached_to_target": q["psnr"] >= target, "steps_to_target": 0.0,
+                             "seconds_to_target": 0.0, "flops_to_target": 0.0})
             for arm in SCRATCH_ARMS:
                 r = sc[arm]
                 hist = {"curve": r["curve"], "seconds": r["seconds"], "steps": r["steps"],
                         "flops_per_step": r["flops_per_step"]}
                 rows.append({"concept": concept, "seed": seed, "arm": arm, "psnr": r["psnr"], "ssim": r["ssim"],
-                             "fd": r["fd"], "trainable_params": r["trainable_params"],
+                             "fd": r["fd"], **{k: r[k] for k in PAPER_METRICS if k in r},
+                             "trainable_params": r["trainable_params"],
                              "stored_bytes": r["stored_bytes"], "flops_per_step": r["flops_per_step"],
+                             "lr": cfg.train.lr, "steps_run": r["steps"],
                              **{f"{k}_to_target": v for k, v in to_target(hist, target).items()}})
             for arm in FT_ARMS:
-                ranks = None if arm == "full_ft" else arm_ranks(cfg, arm, seed, searched)
+                ranks = arm_ranks(setup, arm, seed, concept, searched)
+                if arm == "lora_random":
+                    draws.append({"concept": concept, "seed": seed, **ranks,
+                                  "matched": random_ranks(setup, searched, seed, concept)[1]})
                 G, hist = finetune(setup, base, arm, ranks, train, test, cfg.finetune.steps, seed,
-                                   cfg.finetune.eval_every)
+                                   cfg.finetune.eval_every, lr=lrs["chosen"][arm], concept=concept)
                 rows.append({"concept": concept, "seed": seed, "arm": arm, **evaluate(G, test, cfg.fd_dims),
+                             **setup.paper_metrics(G, test, concept),
                              "trainable_params": hist["trainable_params"], "stored_bytes": hist["stored_bytes"],
-                             "flops_per_step": hist["flops_per_step"],
+                             "flops_per_step": hist["flops_per_step"], "lr": lrs["chosen"][arm],
+                             "steps_run": hist["steps"], "batch_digest": hist["batch_digest"],
                              **{f"{k}_to_target": v for k, v in to_target(hist, target).items()}})
+                if arm == "full_ft":
+                    changes.append({"concept": concept, "seed": seed, **relative_change(base["G"], G)})
                 if seed == cfg.concepts.seeds[0]:
                     grid_models[(concept, arm)] = G
                     if arm == "lora_searched":
@@ -376,29 +525,98 @@ def concept_table(run) -> dict:
     (adapters / "ranks.json").write_text(json.dumps(searched))
     df = pd.DataFrame(rows)
     seeds = list(cfg.concepts.seeds)
-    summary = df.drop(columns=["concept", "seed"]).groupby("arm", sort=False).mean(numeric_only=True).reset_index()
+    summary = df.drop(columns=["concept", "seed", "batch_digest"]).groupby("arm", sort=False).mean(
+        numeric_only=True).reset_index()
     # wall time (seconds_to_target) stays in the tables, not in checked metrics
-    arms = seed_samples(df, "arm", seeds, SAMPLED)
+    arms = seed_samples(df, "arm", seeds, SAMPLED + tuple(k for k in PAPER_METRICS if k in df.columns))
     for r in summary.to_dict("records"):
         arms[r["arm"]].update({c: float(r[c]) for c in COUNTED})
-    summary["psnr_std_over_seeds"] = [np.nan if arms[a]["psnr"]["std"] is None else arms[a]["psnr"]["std"]
-                                      for a in summary["arm"]]
+    summary["psnr_ci90_over_seeds"] = [_ci(arms[a]["psnr"]["values"]) for a in summary["arm"]]
     summary["n_seeds"] = len(seeds)
     run.save_table(df, "e2gan_concept_runs")
     run.save_table(summary, "e2gan_concept_table")
+    run.save_table(pd.DataFrame(draws), "e2gan_random_ranks")
     image_grid(run, setup, grid_models)
 
+    ratios = flops_ratios(run, df, seeds)
+    layers = layer_change(run, pd.DataFrame(changes), seeds)
     s, full = arms["lora_searched"], arms["full_ft"]
+    # one-off costs, paid once for all concepts: the base, the rank search and the lr grid
+    base_flops = int(base["steps"]) * int(base["flops_per_step"])
+    one_off = base_flops + int(search["train_flops"]) + int(lrs["train_flops"])
+    per = df.groupby(["arm", "seed"])["flops_to_target"].mean()
+    saving = {ref: [per[(ref, sd)] - per[("lora_searched", sd)] for sd in seeds] for ref in SCRATCH_ARMS}
+    break_even = {ref: sample([one_off / v if v > 0 else np.inf for v in saving[ref]], "seed")
+                  for ref in SCRATCH_ARMS}
     return {
         "arms": arms,
         "searched_ranks": searched,
+        "chosen_lr": lrs["chosen"],
         "full_minus_searched_psnr_db": difference(full["psnr"], s["psnr"]),
-        "flops_ratio_scratch_to_searched": ratio(arms["e2gan_scratch"]["flops_to_target"], s["flops_to_target"]),
-        "flops_ratio_pix2pix_to_searched": ratio(arms["pix2pix_scratch"]["flops_to_target"], s["flops_to_target"]),
+        "searched_minus_1x_psnr_db": difference(s["psnr"], arms["lora_1x"]["psnr"]),
+        "searched_minus_random_psnr_db": difference(s["psnr"], arms["lora_random"]["psnr"]),
+        "searched_minus_4x_psnr_db": difference(s["psnr"], arms["lora_4x"]["psnr"]),
+        "searched_minus_zero_shot_psnr_db": difference(s["psnr"], arms["floor_zero_shot"]["psnr"]),
+        **ratios,
+        "layer_change": layers,
         "bytes_ratio_full_to_searched": full["stored_bytes"] / s["stored_bytes"],
+        "random_draws": {"n_distinct": len({tuple(d[g] for g in CRUCIAL_GROUPS) for d in draws}),
+                         "all_matched": bool(all(d["matched"] for d in draws)),
+                         "params_ratio_to_searched": arms["lora_random"]["trainable_params"] / s["trainable_params"]},
+        "one_off_flops": {"base": base_flops, "rank_search": int(search["train_flops"]),
+                          "lr_grid": int(lrs["train_flops"]), "total": one_off},
+        "break_even_concepts": break_even,
         "searched_reached_target": s["reached_to_target"],
         "e2gan_scratch_reached_target": arms["e2gan_scratch"]["reached_to_target"],
     }
+
+
+def zero_shot_quality(setup: Setup, base: dict, test: Pairs, fd_dims: int) -> dict:
+    """The un-adapted base on a new concept: the floor every fine-tune must beat."""
+    G = setup.e2gan()
+    G.load_state_dict(base["G"])
+    G.eval()
+    return evaluate(G, test, fd_dims)
+
+
+def flops_ratios(run, df: pd.DataFrame, seeds) -> dict:
+    """Per (concept, seed): a scratch arm's FLOPs to the target over searched LoRA's. Per seed the
+    geometric mean over concepts (one slow concept cannot dominate it); per concept a sample over seeds."""
+    f = df.set_index(["arm", "concept", "seed"])["flops_to_target"]
+    reached = df.set_index(["arm", "concept", "seed"])["reached_to_target"]
+    concepts = list(dict.fromkeys(df["concept"]))
+    out, rows = {}, []
+    for ref, name in (("pix2pix_scratch", "pix2pix"), ("e2gan_scratch", "scratch")):
+        r = {(c, sd): f[(ref, c, sd)] / f[("lora_searched", c, sd)] for c in concepts for sd in seeds}
+        out[f"flops_ratio_{name}_to_searched"] = sample([geomean([r[(c, sd)] for c in concepts]) for sd in seeds],
+                                                        "seed")
+        out[f"flops_ratio_{name}_to_searched_by_concept"] = {c: sample([r[(c, sd)] for sd in seeds], "seed")
+                                                             for c in concepts}
+    for c in concepts:
+        rows.append({"concept": c,
+                     **{f"vs_{n}": _ci(out[f"flops_ratio_{n}_to_searched_by_concept"][c]["values"])
+                        for n in ("pix2pix", "scratch")},
+                     "searched_reached": float(np.mean([reached[("lora_searched", c, sd)] for sd in seeds])),
+                     "scratch_reached": float(np.mean([reached[("e2gan_scratch", c, sd)] for sd in seeds]))})
+    rows.append({"concept": "geometric mean", **{f"vs_{n}": _ci(out[f"flops_ratio_{n}_to_searched"]["values"])
+                                                 for n in ("pix2pix", "scratch")},
+                 "searched_reached": float(df[df.arm == "lora_searched"]["reached_to_target"].mean()),
+                 "scratch_reached": float(df[df.arm == "e2gan_scratch"]["reached_to_target"].mean())})
+    run.save_table(pd.DataFrame(rows), "e2gan_flops_ratios")
+    return out
+
+
+def layer_change(run, changes: pd.DataFrame, seeds) -> dict:
+    """‖ΔW‖/‖W‖ per layer group under the full fine-tune (samples over seeds, means over concepts), and
+    the mean over LoRA's crucial groups minus the frozen ResNet blocks'."""
+    groups = [g for g in GROUP_PREFIXES if g in changes.columns]
+    per = changes.groupby("seed")[groups].mean()
+    out = {g: sample([per.loc[sd, g] for sd in seeds], "seed") for g in groups}
+    crucial = [g for g in groups if g in CRUCIAL_GROUPS]
+    gap = sample([per.loc[sd, crucial].mean() - per.loc[sd, "rb"] for sd in seeds], "seed")
+    rows = [{"group": g, "lora_target": g in CRUCIAL_GROUPS, "rel_change": _ci(out[g]["values"])} for g in groups]
+    run.save_table(pd.DataFrame(rows), "e2gan_layer_change")
+    return {"groups": out, "crucial_minus_rb": gap}
 
 
 def image_grid(run, setup: Setup, models: dict) -> None:
@@ -437,40 +655,56 @@ def image_grid(run, setup: Setup, models: dict) -> None:
 
 
 def base_ablation(run) -> dict:
-    """Which base to adapt from: clustered concepts vs random, one family, one concept (searched LoRA).
+    """Which base to adapt from: clustered concepts vs `base.random_draws` random draws, one family, one
+    concept (searched LoRA at its tuned lr, the first seed).
 
-    Each kind has one base, trained at the run's seed, and is fine-tuned at the first seed: the samples
-    have one seed (fine-tuning at more seeds would not vary the bases, the main source of randomness)."""
+    The claim's sample is over the random draws: value j = clustered − random draw j, each the mean over
+    new concepts. There is one clustered base, so the interval holds the random draws' spread, not the
+    clustered base's own training noise."""
     setup, cfg = Setup(run), run.cfg
     searched = _read_metrics(run, "rank_search")["ranks"]
+    lr = _read_metrics(run, "lr_grid")["chosen"]["lora_searched"]
     seed = cfg.concepts.seeds[0]
+    kinds = base_kinds(cfg)
     rows = []
-    for kind in BASE_KINDS:
+    for kind in kinds:
         base = load_base(run, setup, kind)
         for concept in cfg.concepts.new:
             train, test = setup.pairs(concept, "train"), setup.pairs(concept, "test")
-            G, _ = finetune(setup, base, "lora_searched", searched, train, test, cfg.finetune.steps, seed)
+            G, _ = finetune(setup, base, "lora_searched", searched, train, test, cfg.finetune.steps, seed, lr=lr,
+                            concept=concept)
             rows.append({"concept": concept, "seed": seed, "base": kind, **evaluate(G, test, cfg.fd_dims)})
     df = pd.DataFrame(rows)
-    wide = df.pivot(index="concept", columns="base", values="psnr")[list(BASE_KINDS)].reset_index()
+    wide = df.pivot(index="concept", columns="base", values="psnr")[list(kinds)].reset_index()
     per = seed_samples(df, "base", [seed], ("psnr", "ssim", "fd"))
-    wide.loc[len(wide)] = ["mean", *[per[k]["psnr"]["mean"] for k in BASE_KINDS]]
+    wide.loc[len(wide)] = ["mean", *[per[k]["psnr"]["mean"] for k in kinds]]
     run.save_table(wide, "e2gan_base_ablation")
     run.save_table(df, "e2gan_base_ablation_runs")
-    clustered_wins = int(sum(wide.iloc[i]["clustered"] >= wide.iloc[i][list(BASE_KINDS[1:])].max()
-                             for i in range(len(wide) - 1)))
-    return {"bases": {k: per[k] for k in BASE_KINDS},
-            "clustered_minus_random_psnr_db": difference(per["clustered"]["psnr"], per["random"]["psnr"]),
-            "concepts_where_clustered_best": sample([clustered_wins], "seed"), "n_concepts": len(cfg.concepts.new)}
+    randoms = [k for k in kinds if k.startswith("random")]
+    clustered = per["clustered"]["psnr"]["mean"]
+    others = [k for k in kinds if k != "clustered"]
+    clustered_wins = int(sum(wide.iloc[i]["clustered"] >= wide.iloc[i][others].max() for i in range(len(wide) - 1)))
+    return {"bases": {k: per[k] for k in kinds},
+            "random_draws_psnr": sample([per[k]["psnr"]["mean"] for k in randoms], "seed"),
+            "clustered_minus_random_psnr_db": sample([clustered - per[k]["psnr"]["mean"] for k in randoms], "seed"),
+            "concepts_where_clustered_best": clustered_wins, "n_concepts": len(cfg.concepts.new)}
+
+
+def subset_steps(epochs: float, m: int, batch_size: int) -> int:
+    """Steps for `epochs` passes over m pairs: training FLOPs proportional to the subset size."""
+    return max(1, int(round(epochs * m / batch_size)))
 
 
 def data_size_curve(run) -> dict:
-    """Searched-rank LoRA on the m samples nearest k-means centroids of image features, vs m random ones."""
+    """Searched-rank LoRA on the m samples nearest k-means centroids of standardised image features, vs m
+    random ones. Every subset trains for the same number of epochs (`data_curve.epochs`), so its FLOPs
+    are proportional to m: a smaller subset is cheaper, not merely resampled more often."""
     import matplotlib.pyplot as plt
 
     setup, cfg = Setup(run), run.cfg
     base = load_base(run, setup, "clustered")
     searched = _read_metrics(run, "rank_search")["ranks"]
+    lr = _read_metrics(run, "lr_grid")["chosen"]["lora_searched"]
     seed = cfg.concepts.seeds[0]
     feats = image_features(setup.train_inputs)
     n = len(setup.train_inputs)
@@ -479,24 +713,26 @@ def data_size_curve(run) -> dict:
     for concept in cfg.data_curve.concepts or cfg.concepts.new:
         train, test = setup.pairs(concept, "train"), setup.pairs(concept, "test")
         for m in sizes:
+            steps = subset_steps(cfg.data_curve.epochs, m, cfg.train.batch_size)
             for method in ("kmeans", "random"):
                 if m == n and method == "random":
                     continue
                 idx = (list(range(n)) if m == n else nearest_to_centroids(feats, m, seed) if method == "kmeans"
                        else random_subset(n, m, derive_seed(seed, "data subset", m)))
-                G, _ = finetune(setup, base, "lora_searched", searched, train.subset(idx), test,
-                                cfg.data_curve.steps, seed)
+                G, h = finetune(setup, base, "lora_searched", searched, train.subset(idx), test, steps, seed,
+                                lr=lr, concept=concept)
                 q = evaluate(G, test, cfg.fd_dims)
-                rows += [{"concept": concept, "m": m, "method": meth, **q}
+                rows += [{"concept": concept, "m": m, "method": meth, "steps": steps,
+                          "train_flops": steps * h["flops_per_step"], **q}
                          for meth in (["kmeans", "random"] if m == n else [method])]
     df = pd.DataFrame(rows)
     mean = df.groupby(["method", "m"]).mean(numeric_only=True).reset_index()
     run.save_table(mean, "e2gan_data_size")
     fig, ax = plt.subplots(figsize=(4, 3))
     for method, g in mean.groupby("method"):
-        ax.plot(g["m"], g["psnr"], marker="o", label=method)
+        ax.plot(g["train_flops"], g["psnr"], marker="o", label=method)
     ax.set_xscale("log")
-    ax.set_xlabel("fine-tuning pairs m")
+    ax.set_xlabel("training FLOPs (∝ pairs m)")
     ax.set_ylabel("PSNR vs teacher (dB)")
     ax.legend()
     run.save_figure(fig, "e2gan_data_size")
@@ -561,6 +797,7 @@ EXPERIMENTS = {
     "base_variants": base_variants,
     "scratch_baselines": scratch_baselines,
     "rank_search": rank_search,
+    "lr_grid": lr_grid,
     "concept_table": concept_table,
     "base_ablation": base_ablation,
     "data_size_curve": data_size_curve,

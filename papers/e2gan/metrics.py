@@ -1,4 +1,5 @@
-"""Quality against the teacher: PSNR, SSIM, and a feature Fréchet distance (the FID proxy).
+"""Quality against the teacher: PSNR, SSIM, and a feature Fréchet distance (the FID proxy, smoke/tiny);
+at full, FID and KID in InceptionV3 features and CLIP score (torchmetrics, weights from local paths).
 
 Features (the CPU stand-in for Inception/CLIP): an 8-bin HSV histogram per channel, HOG and a
 uniform-LBP histogram of the gray image. The Fréchet distance is computed after a PCA fitted on the
@@ -7,6 +8,7 @@ teacher's outputs:  FD = ‖μ₁ − μ₂‖² + Tr(Σ₁ + Σ₂ − 2 (Σ₁
 from __future__ import annotations
 
 import numpy as np
+import torch
 from scipy import linalg
 from skimage import color, feature
 from skimage.metrics import structural_similarity
@@ -58,3 +60,47 @@ def feature_fd(pred: np.ndarray, target: np.ndarray, dims: int = 16) -> float:
 
 def quality(pred: np.ndarray, target: np.ndarray, fd_dims: int = 16) -> dict:
     return {"psnr": psnr(pred, target), "ssim": ssim(pred, target), "fd": feature_fd(pred, target, fd_dims)}
+
+
+# ----------------------------------------------------------------------------- the paper's metrics (full)
+class InceptionFeatures(torch.nn.Module):
+    """A TorchScript InceptionV3 feature network from a local file (the StyleGAN/ADA metrics file
+    `inception-2015-12-05.pt`, 2048-d pool features), wrapped for torchmetrics: images in [0, 1] are
+    resized to 299² and scaled to 0…255, as that network expects."""
+
+    def __init__(self, path, device: str = "cpu"):
+        super().__init__()
+        self.net = torch.jit.load(str(path), map_location=device).eval()
+
+    def forward(self, x):
+        x = torch.nn.functional.interpolate(x.float(), size=(299, 299), mode="bilinear", align_corners=False)
+        return self.net(x * 255.0, return_features=True)
+
+
+def fid_kid(pred: np.ndarray, target: np.ndarray, feature) -> dict:
+    """FID and KID (torchmetrics) between `pred` and `target` (N, H, W, 3) in [0, 1], in the feature space
+    of the nn.Module `feature`."""
+    from torchmetrics.image.fid import FrechetInceptionDistance
+    from torchmetrics.image.kid import KernelInceptionDistance
+
+    to_t = lambda a: torch.from_numpy(np.ascontiguousarray(a)).permute(0, 3, 1, 2).float()  # noqa: E731
+    fid = FrechetInceptionDistance(feature=feature, normalize=True)
+    kid = KernelInceptionDistance(feature=feature, normalize=True, subset_size=min(50, len(pred)))
+    for m in (fid, kid):
+        m.update(to_t(target), real=True)
+        m.update(to_t(pred), real=False)
+    kid_mean, _ = kid.compute()
+    return {"fid": float(fid.compute()), "kid": float(kid_mean)}
+
+
+def clip_score(pred: np.ndarray, prompt: str, clip_path) -> float:
+    """torchmetrics CLIPScore of the images against their prompt, CLIP loaded from a local folder."""
+    from torchmetrics.multimodal.clip_score import CLIPScore
+    from transformers import CLIPModel, CLIPProcessor
+
+    load = lambda: (CLIPModel.from_pretrained(str(clip_path), local_files_only=True),  # noqa: E731
+                    CLIPProcessor.from_pretrained(str(clip_path), local_files_only=True))
+    metric = CLIPScore(model_name_or_path=load)
+    imgs = torch.from_numpy((np.clip(pred, 0, 1) * 255).astype(np.uint8)).permute(0, 3, 1, 2)
+    metric.update(list(imgs), [prompt] * len(imgs))
+    return float(metric.compute())

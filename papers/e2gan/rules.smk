@@ -1,11 +1,13 @@
-# E2GAN: base models, scratch baselines, rank search, per-concept table, base ablation, data-size curve, latency.
+# E2GAN: base models, scratch baselines, rank search, lr grid, per-concept table, base ablation, data-size curve, latency.
 X = f"{RESULTS}/e2gan"
 E2GAN_CFG = "papers/e2gan/config.yaml"
-E2GAN_EXPERIMENTS = ["base_clustered", "base_variants", "scratch_baselines", "rank_search", "concept_table",
+E2GAN_EXPERIMENTS = ["base_clustered", "base_variants", "scratch_baselines", "rank_search", "lr_grid", "concept_table",
                      "base_ablation", "data_size_curve", "latency_table"]
 PAPER_METRICS["e2gan"] = [f"{X}/metrics/{e}.json" for e in E2GAN_EXPERIMENTS]
 PAPER_TARGETS.extend(prov(
     f"{X}/tables/e2gan_concept_table.md", f"{X}/tables/e2gan_concept_runs.md", f"{X}/figures/e2gan_image_grid.png",
+    f"{X}/tables/e2gan_flops_ratios.md", f"{X}/tables/e2gan_layer_change.md", f"{X}/tables/e2gan_random_ranks.md",
+    f"{X}/tables/e2gan_lr_grid.md",
     f"{X}/tables/e2gan_base_ablation.md", f"{X}/tables/e2gan_base_ablation_runs.md",
     f"{X}/figures/e2gan_data_size.png", f"{X}/tables/e2gan_data_size.md", f"{X}/tables/e2gan_latency.md"))
 
@@ -41,11 +43,22 @@ rule e2gan_rank_search:
     shell: experiment_cmd("e2gan", "rank_search")
 
 
+rule e2gan_lr_grid:
+    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json"
+    output: prov(f"{X}/metrics/lr_grid.json", f"{X}/tables/e2gan_lr_grid.csv", f"{X}/tables/e2gan_lr_grid.md")
+    priority: 10  # on the critical path to the concept table
+    threads: 1
+    shell: experiment_cmd("e2gan", "lr_grid")
+
+
 rule e2gan_concept_table:
-    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json", f"{X}/metrics/scratch_baselines.json"
+    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json", f"{X}/metrics/scratch_baselines.json", f"{X}/metrics/lr_grid.json"
     output:
         prov(f"{X}/metrics/concept_table.json", f"{X}/tables/e2gan_concept_table.csv", f"{X}/tables/e2gan_concept_table.md",
              f"{X}/tables/e2gan_concept_runs.csv", f"{X}/tables/e2gan_concept_runs.md",
+             f"{X}/tables/e2gan_flops_ratios.csv", f"{X}/tables/e2gan_flops_ratios.md",
+             f"{X}/tables/e2gan_layer_change.csv", f"{X}/tables/e2gan_layer_change.md",
+             f"{X}/tables/e2gan_random_ranks.csv", f"{X}/tables/e2gan_random_ranks.md",
              f"{X}/figures/e2gan_image_grid.png", f"{X}/figures/e2gan_image_grid.pdf")
     priority: 10  # on the critical path to the concept table
     threads: 1
@@ -53,7 +66,7 @@ rule e2gan_concept_table:
 
 
 rule e2gan_base_ablation_table:
-    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/base_variants.json", f"{X}/metrics/rank_search.json"
+    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/base_variants.json", f"{X}/metrics/rank_search.json", f"{X}/metrics/lr_grid.json"
     output:
         prov(f"{X}/metrics/base_ablation.json", f"{X}/tables/e2gan_base_ablation.csv", f"{X}/tables/e2gan_base_ablation.md",
              f"{X}/tables/e2gan_base_ablation_runs.csv", f"{X}/tables/e2gan_base_ablation_runs.md")
@@ -62,7 +75,7 @@ rule e2gan_base_ablation_table:
 
 
 rule e2gan_data_size_figure:
-    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json"
+    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json", f"{X}/metrics/lr_grid.json"
     output:
         prov(f"{X}/metrics/data_size_curve.json", f"{X}/figures/e2gan_data_size.png", f"{X}/figures/e2gan_data_size.pdf",
              f"{X}/tables/e2gan_data_size.csv", f"{X}/tables/e2gan_data_size.md")

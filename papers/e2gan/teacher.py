@@ -85,7 +85,9 @@ def blur(img, s, rng):
 
 
 def sharpen(img, s, rng):
-    return np.clip(filters.unsharp_mask(img, radius=1.0, amount=2.0 * s, channel_axis=-1), 0, 1)
+    """Unsharp mask, img + a·(img − G_σ * img), written out: skimage 0.26's `unsharp_mask` returned a NaN
+    pixel on its first call in a process (seen here), which poisons a training target."""
+    return np.clip(img + 2.0 * s * (img - filters.gaussian(img, sigma=1.0, channel_axis=-1)), 0, 1)
 
 
 def emboss(img, s, rng):

@@ -12,6 +12,7 @@ per-fit overhead (seconds) would rival the training itself.
 """
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass
 
@@ -73,8 +74,14 @@ def trainable_params(G: nn.Module) -> int:
 
 def train_gan(G: nn.Module, D: nn.Module, train: Pairs, steps: int, *, seed: int, lr: float = 2e-4,
               lr_d: float = 2e-4, beta1: float = 0.5, batch_size: int = 8, lambda_l1: float = 100.0,
-              test: Pairs | None = None, eval_every: int = 0) -> dict:
-    """Train G (its trainable parameters) and D; return the PSNR curve and FLOPs per step."""
+              test: Pairs | None = None, eval_every: int = 0, patience: int = 0, min_delta: float = 0.0,
+              stop_at: float | None = None) -> dict:
+    """Train G (its trainable parameters) and D; return the PSNR curve and FLOPs per step.
+
+    With `patience` > 0 training stops early once `patience` evaluations in a row fail to beat the best
+    PSNR so far by `min_delta` dB (a plateau); with `stop_at` it stops at the first evaluation whose PSNR
+    reaches that value. `batch_digest` hashes the minibatch order (the same seed and data size give the
+    same order, whatever the model: common random numbers across arms)."""
     g_params = [p for p in G.parameters() if p.requires_grad]
     opt_g = torch.optim.Adam(g_params, lr=lr, betas=(beta1, 0.999))
     opt_d = torch.optim.Adam(D.parameters(), lr=lr_d, betas=(beta1, 0.999))
@@ -84,9 +91,12 @@ def train_gan(G: nn.Module, D: nn.Module, train: Pairs, steps: int, *, seed: int
         curve.append((0, eval_psnr(G, test)))
         seconds.append(0.0)
     flops_per_step = 0
+    digest = hashlib.sha256()
+    best, stale, done = -np.inf, 0, 0
     for step in range(1, steps + 1):
         t0 = time.perf_counter()
         idx = torch.randint(len(train), (min(batch_size, len(train)),), generator=gen)
+        digest.update(idx.numpy().tobytes())
         x, y, t, m = train.batch(idx)
         counter = FlopCounterMode(display=False) if step == 1 else None
         if counter is not None:
@@ -108,19 +118,39 @@ def train_gan(G: nn.Module, D: nn.Module, train: Pairs, steps: int, *, seed: int
             counter.__exit__(None, None, None)
             flops_per_step = int(counter.get_total_flops())
         elapsed += time.perf_counter() - t0
+        done = step
         if test is not None and eval_every and (step % eval_every == 0 or step == steps):
-            curve.append((step, eval_psnr(G, test)))
+            value = eval_psnr(G, test)
+            curve.append((step, value))
             seconds.append(elapsed)
-    return {"steps": steps, "flops_per_step": flops_per_step, "curve": curve, "seconds": seconds,
-            "trainable_params": trainable_params(G)}
+            if stop_at is not None and value >= stop_at:
+                break
+            if value > best + min_delta:
+                best, stale = value, 0
+            else:
+                stale += 1
+            if patience and stale >= patience:
+                break
+    return {"steps": done, "max_steps": steps, "flops_per_step": flops_per_step, "curve": curve,
+            "seconds": seconds, "trainable_params": trainable_params(G), "batch_digest": digest.hexdigest()[:16]}
 
 
 def to_target(history: dict, target: float) -> dict:
-    """First evaluated step (after training starts: step 0 is not counted) whose PSNR reaches `target`:
-    steps, seconds and FLOPs to get there. Resolution: the evaluation interval."""
-    for (step, value), sec in zip(history["curve"], history["seconds"]):
-        if step > 0 and value >= target:
-            return {"reached": True, "steps": step, "seconds": sec, "flops": step * history["flops_per_step"]}
+    """Steps, seconds and FLOPs to reach `target` PSNR, interpolated linearly between the last evaluation
+    below it and the first at or above it (so arms evaluated at different intervals compare fairly).
+    Reaching it already at step 0 is charged the first evaluation interval (training must start); an arm
+    that never reaches it is charged every step it ran (`reached` False: a lower bound on its cost)."""
+    curve, secs = history["curve"], history["seconds"]
+    for i, ((step, value), sec) in enumerate(zip(curve, secs)):
+        if value < target:
+            continue
+        if i == 0 or step == 0:
+            step, sec = (curve[1][0], secs[1]) if step == 0 and len(curve) > 1 else (step, sec)
+        else:
+            (s0, v0), t0 = curve[i - 1], secs[i - 1]
+            w = (target - v0) / (value - v0)
+            step, sec = s0 + w * (step - s0), t0 + w * (sec - t0)
+        return {"reached": True, "steps": float(step), "seconds": float(sec), "flops": step * history["flops_per_step"]}
     steps = history["steps"]
-    return {"reached": False, "steps": steps, "seconds": history["seconds"][-1] if history["seconds"] else 0.0,
+    return {"reached": False, "steps": float(steps), "seconds": secs[-1] if secs else 0.0,
             "flops": steps * history["flops_per_step"]}

@@ -3,6 +3,7 @@ import numpy as np
 import torch
 from skimage.metrics import peak_signal_noise_ratio
 from sklearn.cluster import KMeans
+from sklearn.preprocessing import StandardScaler
 
 from papers.e2gan.metrics import feature_fd, frechet_distance, psnr
 from papers.e2gan.selection import nearest_to_centroids, random_subset
@@ -12,14 +13,25 @@ def test_kmeans_subset_picks_samples_nearest_the_centroids():
     rng = np.random.default_rng(0)
     feats = rng.normal(size=(60, 5))
     chosen = nearest_to_centroids(feats, 6, seed=1)
-    km = KMeans(n_clusters=6, n_init=10, random_state=1).fit(feats)
-    expected = [int(np.argmin(np.linalg.norm(feats - c, axis=1))) for c in km.cluster_centers_]
+    z = StandardScaler().fit_transform(feats)
+    km = KMeans(n_clusters=6, n_init=10, random_state=1).fit(z)
+    expected = [int(np.argmin(np.linalg.norm(z - c, axis=1))) for c in km.cluster_centers_]
     assert chosen == expected and len(set(chosen)) == 6
     centres = np.array([[0, 0], [10, 0], [0, 10]])
     blobs = np.concatenate([c + 0.1 * rng.normal(size=(20, 2)) for c in centres])
     picked = nearest_to_centroids(blobs, 3, seed=0)
     assert sorted(i // 20 for i in picked) == [0, 1, 2]
     assert random_subset(50, 5, 3) == random_subset(50, 5, 3) and len(set(random_subset(50, 5, 3))) == 5
+
+
+def test_kmeans_standardises_features_first():
+    # column 0: wide noise on a huge scale; column 1: three tight groups on a small scale. Unscaled,
+    # k-means would cut column 0; standardised, the three groups are the clusters.
+    rng = np.random.default_rng(0)
+    group = np.repeat([0, 1, 2], 30)
+    feats = np.stack([1e4 * rng.uniform(-1, 1, 90), 1e-3 * (group + 0.02 * rng.normal(size=90))], 1)
+    picked = nearest_to_centroids(feats, 3, seed=0)
+    assert sorted(group[picked]) == [0, 1, 2]
 
 
 def test_psnr_matches_skimage():

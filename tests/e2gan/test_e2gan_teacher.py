@@ -42,3 +42,16 @@ def test_hashed_encoder_shares_words():
     assert tokens.shape == (2, 4, 16) and mask.tolist() == [[True, False, False, False], [True] * 3 + [False]]
     torch.testing.assert_close(tokens[0, 0], tokens[1, 0])
     torch.testing.assert_close(enc.encode(["vignette"])[0][0, 0], tokens[1, 2])
+
+
+
+def test_every_edit_is_finite():
+    """A NaN in a teacher output poisons every model trained on it (skimage 0.26's unsharp_mask returned
+    one NaN pixel on its first call in a process; sharpen is now written out)."""
+    import numpy as np
+
+    from papers.e2gan.teacher import SkimageTeacher
+
+    t = SkimageTeacher()
+    x = np.random.default_rng(0).uniform(size=(3, 16, 16, 3))
+    assert [p for p in t.prompts() if not np.isfinite(t.edit(x, p, 0)).all()] == []

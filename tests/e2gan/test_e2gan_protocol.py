@@ -1,0 +1,111 @@
+"""The comparison protocol: plateau stopping, interpolated steps-to-target, common random numbers
+across arms, rank draws matched in size, geometric-mean FLOP ratios, relative layer change."""
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from papers.e2gan.experiments import (Setup, arm_ranks, count_lora_params, finetune, geomean, relative_change,
+                                      subset_steps)
+from papers.e2gan.models import CRUCIAL_GROUPS, E2GANGenerator, PatchDiscriminator
+from papers.e2gan.ranks import group_costs, matched_random_ranks, rank_params
+from papers.e2gan.train import Pairs, to_target, train_gan
+from shared.config import load_config
+from shared.experiment import Run
+
+CONFIG = Path(__file__).resolve().parents[2] / "papers" / "e2gan" / "config.yaml"
+
+
+def toy_pairs(n=8, res=16):
+    torch.manual_seed(0)
+    x = torch.rand(n, 3, res, res) * 2 - 1
+    return Pairs(x, -x, torch.randn(1, 2, 8), torch.ones(1, 2, dtype=torch.bool), torch.zeros(n, dtype=torch.long))
+
+
+def test_to_target_interpolates_between_evaluations():
+    h = {"curve": [(0, 10.0), (100, 12.0), (200, 14.0)], "seconds": [0.0, 1.0, 2.0], "steps": 200,
+         "flops_per_step": 10}
+    t = to_target(h, 13.0)
+    assert t["reached"] and t["steps"] == pytest.approx(150) and t["seconds"] == pytest.approx(1.5)
+    assert t["flops"] == pytest.approx(1500)
+    assert to_target(h, 14.0)["steps"] == pytest.approx(200)
+    miss = to_target(h, 15.0)
+    assert not miss["reached"] and miss["steps"] == 200 and miss["flops"] == 2000
+    # already above the target before training: charged the first evaluation interval
+    assert to_target(h, 9.0)["steps"] == 100
+
+
+def test_plateau_and_stop_at_end_training_early():
+    pairs = toy_pairs()
+    G, D = E2GANGenerator(4, 8, 2), PatchDiscriminator(8)
+    # an unreachable min_delta: every evaluation is "no gain" after the first, so patience 2 stops at 3 evals
+    h = train_gan(G, D, pairs, 50, seed=0, batch_size=4, test=pairs, eval_every=2, patience=2, min_delta=1e9)
+    assert h["steps"] == 6 and h["max_steps"] == 50 and [s for s, _ in h["curve"]] == [0, 2, 4, 6]
+    h = train_gan(E2GANGenerator(4, 8, 2), PatchDiscriminator(8), pairs, 50, seed=0, batch_size=4, test=pairs,
+                  eval_every=2, stop_at=-1e9)
+    assert h["steps"] == 2
+
+
+def test_minibatch_order_depends_on_the_seed_not_the_model():
+    pairs = toy_pairs()
+    a = train_gan(E2GANGenerator(4, 8, 2), PatchDiscriminator(8), pairs, 3, seed=5, batch_size=4)
+    b = train_gan(E2GANGenerator(8, 8, 2), PatchDiscriminator(4), pairs, 3, seed=5, batch_size=4)
+    c = train_gan(E2GANGenerator(4, 8, 2), PatchDiscriminator(8), pairs, 3, seed=6, batch_size=4)
+    assert a["batch_digest"] == b["batch_digest"] != c["batch_digest"]
+
+
+def smoke_setup(tmp_path):
+    cfg = load_config(CONFIG, "smoke", ["data.n_inputs=10", "data.resolution=16"])
+    return Setup(Run("e2gan", "test", cfg, tmp_path))
+
+
+def test_all_arms_of_one_concept_share_minibatches(tmp_path):
+    setup = smoke_setup(tmp_path)
+    torch.manual_seed(0)
+    base = {"G": setup.e2gan().state_dict(), "D": setup.discriminator().state_dict()}
+    train = test = setup.pairs("hue shift 120", "train")
+    searched = {g: 2 for g in CRUCIAL_GROUPS}
+    digests = {}
+    for arm in ("full_ft", "lora_1x", "lora_4x", "lora_random", "lora_searched"):
+        ranks = arm_ranks(setup, arm, 0, "hue shift 120", searched)
+        digests[arm] = finetune(setup, base, arm, ranks, train, test, 2, seed=0, concept="hue shift 120")[1]["batch_digest"]
+    assert len(set(digests.values())) == 1
+    other = finetune(setup, base, "lora_1x", arm_ranks(setup, "lora_1x", 1, "hue shift 120"), train, test, 2, seed=1,
+                     concept="hue shift 120")[1]["batch_digest"]
+    assert other != digests["lora_1x"]
+
+
+def test_random_ranks_match_the_searched_size(tmp_path):
+    setup = smoke_setup(tmp_path)
+    costs = group_costs(lambda r: count_lora_params(setup, r), CRUCIAL_GROUPS)
+    searched = {"down": 2, "ds": 8, "tb": 2, "us": 4, "up": 2}
+    assert rank_params(searched, costs) == count_lora_params(setup, searched)  # linear in rank per group
+    goal = rank_params(searched, costs)
+    draws = set()
+    for seed in range(8):
+        ranks, ok = matched_random_ranks(costs, searched, 2, [0.5, 1, 2, 4, 8], 0.1, np.random.default_rng(seed))
+        assert ok and ranks != searched and abs(rank_params(ranks, costs) - goal) <= 0.1 * goal
+        draws.add(tuple(ranks.values()))
+    assert len(draws) >= 5
+    ranks, ok = matched_random_ranks(costs, {g: 2 for g in CRUCIAL_GROUPS}, 2, [1], 0.1, np.random.default_rng(0))
+    assert not ok  # the only option is the target itself: flagged unmatched
+
+
+def test_relative_change_per_group():
+    G = E2GANGenerator(4, 8, 2)
+    before = {k: v.clone() for k, v in G.state_dict().items()}
+    with torch.no_grad():
+        for m in G.tb.self_attn.modules():
+            if isinstance(m, torch.nn.Linear):
+                m.weight.mul_(2.0)
+    rel = relative_change(before, G)
+    assert rel["tb"] > 0 and all(rel[g] == 0 for g in rel if g != "tb")
+
+
+def test_geomean_and_subset_steps():
+    assert geomean([1, 100]) == pytest.approx(10)
+    assert geomean([4, 4, 4]) == pytest.approx(4)
+    # equal epochs: steps (so FLOPs) proportional to the subset size
+    assert [subset_steps(7, m, 8) for m in (16, 48, 240)] == [14, 42, 210]
