@@ -222,7 +222,8 @@ def tune(cfg, method, task, op, ldm, val, seed, base: dict | None = None,
          extra_axes: bool = True) -> tuple[dict, list[dict]]:
     """Equal budget: each method tries its grid (`tuning_grid`) on the validation split and keeps the
     point of best mean SSIM. Grid points that differ only in ρ/γ are solved as one batch (per-image
-    weights), which gives the same reconstructions as solving them one by one."""
+    weights, the same z_T per image), which gives the same reconstructions as solving them one by one.
+    The other axes (P2L's prompt_lr) beyond their first value are tried at the best ρ/γ only."""
     y = op.measure(val["images"], seed)
     n = len(val["images"])
     grid = tuning_grid(cfg, method if extra_axes else None)
@@ -231,7 +232,12 @@ def tune(cfg, method, task, op, ldm, val, seed, base: dict | None = None,
         key = tuple((k, v) for k, v in point.items() if k not in VECTOR_HPARAMS)
         groups.setdefault(key, []).append(point)
     rows = []
-    for key, points in groups.items():
+    # the first value of the non-batchable axes (prompt_lr) sees the whole ρ/γ grid; its other values
+    # are tried at the best ρ/γ point found there (coordinate-wise, to keep P2L's tuning cost bounded)
+    for gi, (key, points) in enumerate(groups.items()):
+        if gi > 0:
+            first = max(rows, key=lambda r: r["val_ssim"])
+            points = [{**p, **{k: first[k] for k in VECTOR_HPARAMS if k in p}} for p in points[:1]]
         hp = {**method_hparams(cfg, method), **(base or {}), **dict(key)}
         for k in VECTOR_HPARAMS:
             if k in points[0]:
@@ -561,6 +567,9 @@ def ablation(run) -> dict:
     tuned = read_json(Path(run.out) / "metrics" / f"main_{task}.json")["methods"]
     ldm, clf = load_prior(cfg, run.out), load_classifier(cfg, run.out)
     op, test, y = held_out_problem(cfg, task, run.seed)
+    n = cfg.data.n_test   # the first noise draw of the main table's problems (cost)
+    test = {k: v[:n] for k, v in test.items()}
+    y = y[:n]
     val = load_images(cfg, "val", cfg.data.n_val)
     gt = test["images"]
     ref_feat = M.features(clf, make_split(cfg.seed, "ref", cfg.data.n_ref, cfg.image_size)["images"]) if clf else None

@@ -61,8 +61,9 @@ rule p2l_floors_table:
 
 rule p2l_ablation_table:
     input: "papers/p2l/config.yaml", f"{P2L}/metrics/main_{P2L_CFG['ablation']['task']}.json"
-    output: prov(f"{P2L}/metrics/ablation.json", *[f"{P2L}/tables/{k}.{e}" for k in ("ablation", "ablation_tuning")
-                                                  for e in ("csv", "md")])
+    output:
+        prov(f"{P2L}/metrics/ablation.json",
+             *[f"{P2L}/tables/{k}.{e}" for k in ("ablation", "ablation_tuning") for e in ("csv", "md")])
     threads: 1
     shell: experiment_cmd("p2l", "ablation")
 

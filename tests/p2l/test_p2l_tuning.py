@@ -87,3 +87,23 @@ def test_guidance_zero_is_the_unconditional_sampler_and_guidance_changes_samples
     torch.testing.assert_close(sample_prior(ldm, caps, steps=3, guidance=0.0, seed=4), null)
     guided = sample_prior(ldm, caps, steps=3, guidance=3.0, seed=4)
     assert guided.shape == null.shape and not torch.allclose(guided, null, atol=1e-4)
+
+
+def test_prompt_lr_beyond_its_first_value_is_tried_at_the_best_rho(ldm, monkeypatch):
+    cfg = load_config(CONFIG, "tiny", ["solve.steps=2"])
+    val = {"images": torch.zeros(2, 3, 16, 16), "captions": CAPTIONS}
+    op = build_operator("sr", 16, factor=4)
+    seen = []
+
+    def fake(method, y, op_, ldm_, cfg_, seed, captions, repeats=1, **hp):   # best at ρ = 2, then lr 1e-2
+        rho = hp["rho"][:, None, None, None]
+        seen.append((hp["prompt_lr"], hp["rho"].unique().tolist()))
+        return (torch.zeros(len(y), 3, 16, 16) + (rho - 2).abs() + (0.01 - hp["prompt_lr"]), 0, 0.0, {}, {}, {})
+
+    monkeypatch.setattr(E, "_solve_batches", fake)
+    best, rows = E.tune(cfg, "p2l", "sr", op, ldm, val, 0)
+    lrs = list(cfg.tuning.extra.p2l.prompt_lr)
+    assert len(rows) == len(cfg.tuning.rho) + len(lrs) - 1
+    assert seen[0] == (lrs[0], sorted(map(float, cfg.tuning.rho)))
+    assert all(r == [2.0] for _, r in seen[1:])
+    assert best == {"rho": 2.0, "prompt_lr": 0.01}
