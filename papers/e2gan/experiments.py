@@ -2,8 +2,8 @@
 base-model ablation, the data-size curve, and latency.
 
 Dependencies (see rules.smk): base_clustered → rank_search → lr_grid → concept_table / base_ablation /
-data_size_curve; base_variants → base_ablation; scratch_baselines → concept_table (its PSNR target and
-scratch rows). Trained weights go under
+data_size_curve; base_variants → base_ablation; scratch_s0 … scratch_s2 (one job per seed) → concept_table (the PSNR
+target and scratch rows). Trained weights go under
 `checkpoints/<experiment>/`, named by a hash of the config parts they depend on.
 
 Stochastic metrics are written as samples over training seeds (`shared.samples.sample`, unit "seed"):
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -341,18 +342,29 @@ def relative_change(before: dict, G, groups=tuple(GROUP_PREFIXES)) -> dict:
 
 
 # ----------------------------------------------------------------------------- experiments
-def scratch_baselines(run) -> dict:
-    """pix2pix (9 RBs) trained from scratch on each new concept until its validation PSNR plateaus
-    (`scratch.patience` evaluations without a `scratch.min_delta` dB gain); the target is that plateau
-    (its best PSNR) − `finetune.target_margin_db`. E²GAN from scratch then trains on the same minibatches
-    until it reaches the target or plateaus."""
+N_SCRATCH_JOBS = 3  # scratch baselines run as one job per seed index (rules.smk); extra jobs skip
+
+
+def scratch_seed(index: int, run) -> dict:
+    """pix2pix (9 RBs) trained from scratch on each new concept, at seed `concepts.seeds[index]`, until its
+    validation PSNR plateaus (`scratch.patience` evaluations without a `scratch.min_delta` dB gain); the
+    target is that plateau (its best PSNR) − `finetune.target_margin_db`. E²GAN from scratch then trains
+    on the same minibatches until it reaches the target or plateaus. The last job also takes any seeds
+    beyond `N_SCRATCH_JOBS`."""
+    seeds = list(run.cfg.concepts.seeds)
+    mine = seeds[index:index + 1] if index < N_SCRATCH_JOBS - 1 else seeds[index:]
+    return {"runs": scratch_runs(run, mine) if mine else {}, "seeds": mine}
+
+
+def scratch_runs(run, seeds) -> dict:
     setup, cfg = Setup(run), run.cfg
     sc = cfg.scratch
-    ckpt = run.checkpoint_dir()
+    ckpt = run.out / "checkpoints" / "scratch_baselines"
+    ckpt.mkdir(parents=True, exist_ok=True)
     out = {}
     for concept in cfg.concepts.new:
         train, test = setup.pairs(concept, "train"), setup.pairs(concept, "test")
-        for seed in cfg.concepts.seeds:
+        for seed in seeds:
             row, target = {}, None
             for arm in SCRATCH_ARMS:
                 torch.manual_seed(derive_seed(seed, "scratch init", arm, concept))
@@ -373,7 +385,15 @@ def scratch_baselines(run) -> dict:
                     row["stopped_at"] = hist["steps"]
                     target = row["target_psnr"] = best[1] - cfg.finetune.target_margin_db
             out[f"{concept}|{seed}"] = row
-    return {"runs": out}
+    return out
+
+
+def read_scratch(run) -> dict:
+    """The scratch runs of every seed job, keyed "concept|seed"."""
+    out = {}
+    for i in range(N_SCRATCH_JOBS):
+        out.update(_read_metrics(run, f"scratch_s{i}")["runs"])
+    return out
 
 
 def rank_search(run) -> dict:
@@ -477,7 +497,7 @@ def concept_table(run) -> dict:
     search = _read_metrics(run, "rank_search")
     searched = search["ranks"]
     lrs = _read_metrics(run, "lr_grid")
-    scratch = _read_metrics(run, "scratch_baselines")["runs"]
+    scratch = read_scratch(run)
     adapters = run.checkpoint_dir("adapters")
     rows, grid_models, changes, draws = [], {}, [], []
     for concept in cfg.concepts.new:
@@ -795,7 +815,7 @@ def latency_table(run) -> dict:
 EXPERIMENTS = {
     "base_clustered": base_clustered,
     "base_variants": base_variants,
-    "scratch_baselines": scratch_baselines,
+    **{f"scratch_s{i}": partial(scratch_seed, i) for i in range(N_SCRATCH_JOBS)},
     "rank_search": rank_search,
     "lr_grid": lr_grid,
     "concept_table": concept_table,
