@@ -356,9 +356,35 @@ def scratch_seed(index: int, run) -> dict:
     return {"runs": scratch_runs(run, mine) if mine else {}, "seeds": mine}
 
 
+def lr_grid_scratch(run) -> dict:
+    """The lr policy of the fine-tuning arms, for the two scratch arms: each trains from scratch at every
+    lr of `lr_grid.lrs` for `lr_grid.scratch_steps` steps on the validation concept `concepts.search[0]`
+    and keeps the lr with the best test PSNR there."""
+    setup, cfg = Setup(run), run.cfg
+    concept = cfg.concepts.search[0]
+    train, test = setup.pairs(concept, "train"), setup.pairs(concept, "test")
+    rows, flops = [], 0
+    for arm in SCRATCH_ARMS:
+        for lr in cfg.lr_grid.lrs:
+            torch.manual_seed(derive_seed(run.seed, "scratch init", arm, concept))
+            G = setup.pix2pix() if arm == "pix2pix_scratch" else setup.e2gan()
+            h = train_gan(G, setup.discriminator(), train, cfg.lr_grid.scratch_steps,
+                          seed=derive_seed(run.seed, "scratch", concept), **setup.train_kwargs(lora=False, lr=lr))
+            flops += h["steps"] * h["flops_per_step"]
+            rows.append({"arm": arm, "lr": lr, "psnr": evaluate(G, test, cfg.fd_dims)["psnr"]})
+    df = pd.DataFrame(rows)
+    chosen = {arm: float(g.loc[g["psnr"].idxmax(), "lr"]) for arm, g in df.groupby("arm", sort=False)}
+    wide = df.pivot(index="arm", columns="lr", values="psnr").loc[list(SCRATCH_ARMS)]
+    wide.columns = [f"psnr@lr={c:g}" for c in wide.columns]
+    wide["chosen_lr"] = [chosen[a] for a in wide.index]
+    run.save_table(wide.reset_index(), "e2gan_lr_grid_scratch", floatfmt=".4g")
+    return {"chosen": chosen, "concept": concept, "train_flops": flops, "grid": rows}
+
+
 def scratch_runs(run, seeds) -> dict:
     setup, cfg = Setup(run), run.cfg
     sc = cfg.scratch
+    lrs = _read_metrics(run, "lr_grid_scratch")["chosen"]
     ckpt = run.out / "checkpoints" / "scratch_baselines"
     ckpt.mkdir(parents=True, exist_ok=True)
     out = {}
@@ -372,13 +398,13 @@ def scratch_runs(run, seeds) -> dict:
                 hist = train_gan(G, setup.discriminator(), train, sc.max_steps,
                                  seed=derive_seed(seed, "scratch", concept), test=test, eval_every=sc.eval_every,
                                  patience=sc.patience, min_delta=sc.min_delta, stop_at=target,
-                                 **setup.train_kwargs(lora=False))
+                                 **setup.train_kwargs(lora=False, lr=lrs[arm]))
                 torch.save(G.state_dict(), ckpt / f"{slug(concept)}_{arm}_s{seed}.pt")
                 row[arm] = {**evaluate(G, test, cfg.fd_dims), **setup.paper_metrics(G, test, concept),
                             "curve": hist["curve"],
                             "seconds": hist["seconds"], "flops_per_step": hist["flops_per_step"],
                             "steps": hist["steps"], "trainable_params": hist["trainable_params"],
-                            "stored_bytes": full_bytes(G)}
+                            "stored_bytes": full_bytes(G), "lr": lrs[arm]}
                 if arm == "pix2pix_scratch":
                     best = max(hist["curve"][1:], key=lambda c: c[1])
                     row["plateau_psnr"], row["plateau_step"] = best[1], best[0]
@@ -519,7 +545,7 @@ def concept_table(run) -> dict:
                              "fd": r["fd"], **{k: r[k] for k in PAPER_METRICS if k in r},
                              "trainable_params": r["trainable_params"],
                              "stored_bytes": r["stored_bytes"], "flops_per_step": r["flops_per_step"],
-                             "lr": cfg.train.lr, "steps_run": r["steps"],
+                             "lr": r["lr"], "steps_run": r["steps"],
                              **{f"{k}_to_target": v for k, v in to_target(hist, target).items()}})
             for arm in FT_ARMS:
                 ranks = arm_ranks(setup, arm, seed, concept, searched)
@@ -818,6 +844,7 @@ EXPERIMENTS = {
     **{f"scratch_s{i}": partial(scratch_seed, i) for i in range(N_SCRATCH_JOBS)},
     "rank_search": rank_search,
     "lr_grid": lr_grid,
+    "lr_grid_scratch": lr_grid_scratch,
     "concept_table": concept_table,
     "base_ablation": base_ablation,
     "data_size_curve": data_size_curve,

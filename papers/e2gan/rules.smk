@@ -2,13 +2,13 @@
 X = f"{RESULTS}/e2gan"
 E2GAN_CFG = "papers/e2gan/config.yaml"
 E2GAN_SCRATCH = [f"{X}/metrics/scratch_s{i}.json" for i in range(3)]  # one job per seed (experiments.N_SCRATCH_JOBS)
-E2GAN_EXPERIMENTS = ["base_clustered", "base_variants", "scratch_s0", "scratch_s1", "scratch_s2", "rank_search", "lr_grid", "concept_table",
+E2GAN_EXPERIMENTS = ["base_clustered", "base_variants", "lr_grid_scratch", "scratch_s0", "scratch_s1", "scratch_s2", "rank_search", "lr_grid", "concept_table",
                      "base_ablation", "data_size_curve", "latency_table"]
 PAPER_METRICS["e2gan"] = [f"{X}/metrics/{e}.json" for e in E2GAN_EXPERIMENTS]
 PAPER_TARGETS.extend(prov(
     f"{X}/tables/e2gan_concept_table.md", f"{X}/tables/e2gan_concept_runs.md", f"{X}/figures/e2gan_image_grid.png",
     f"{X}/tables/e2gan_flops_ratios.md", f"{X}/tables/e2gan_layer_change.md", f"{X}/tables/e2gan_random_ranks.md",
-    f"{X}/tables/e2gan_lr_grid.md",
+    f"{X}/tables/e2gan_lr_grid.md", f"{X}/tables/e2gan_lr_grid_scratch.md",
     f"{X}/tables/e2gan_base_ablation.md", f"{X}/tables/e2gan_base_ablation_runs.md",
     f"{X}/figures/e2gan_data_size.png", f"{X}/tables/e2gan_data_size.md", f"{X}/tables/e2gan_latency.md"))
 
@@ -16,7 +16,7 @@ PAPER_TARGETS.extend(prov(
 rule e2gan_base_model:
     input: E2GAN_CFG
     output: prov(f"{X}/metrics/base_clustered.json")
-    priority: 10  # on the critical path to the concept table
+    priority: 30  # on the critical path to the concept table
     threads: 1
     shell: experiment_cmd("e2gan", "base_clustered")
 
@@ -28,8 +28,16 @@ rule e2gan_base_variants:
     shell: experiment_cmd("e2gan", "base_variants")
 
 
-rule e2gan_scratch_s0:
+rule e2gan_lr_grid_scratch:
     input: E2GAN_CFG
+    output: prov(f"{X}/metrics/lr_grid_scratch.json", f"{X}/tables/e2gan_lr_grid_scratch.csv", f"{X}/tables/e2gan_lr_grid_scratch.md")
+    priority: 30  # the scratch jobs wait for it
+    threads: 1
+    shell: experiment_cmd("e2gan", "lr_grid_scratch")
+
+
+rule e2gan_scratch_s0:
+    input: E2GAN_CFG, f"{X}/metrics/lr_grid_scratch.json"
     output: prov(f"{X}/metrics/scratch_s0.json")
     priority: 20  # the longest jobs: start them first
     threads: 1
@@ -37,7 +45,7 @@ rule e2gan_scratch_s0:
 
 
 rule e2gan_scratch_s1:
-    input: E2GAN_CFG
+    input: E2GAN_CFG, f"{X}/metrics/lr_grid_scratch.json"
     output: prov(f"{X}/metrics/scratch_s1.json")
     priority: 20  # the longest jobs: start them first
     threads: 1
@@ -45,7 +53,7 @@ rule e2gan_scratch_s1:
 
 
 rule e2gan_scratch_s2:
-    input: E2GAN_CFG
+    input: E2GAN_CFG, f"{X}/metrics/lr_grid_scratch.json"
     output: prov(f"{X}/metrics/scratch_s2.json")
     priority: 20  # the longest jobs: start them first
     threads: 1
@@ -55,7 +63,7 @@ rule e2gan_scratch_s2:
 rule e2gan_rank_search:
     input: E2GAN_CFG, f"{X}/metrics/base_clustered.json"
     output: prov(f"{X}/metrics/rank_search.json")
-    priority: 10  # on the critical path to the concept table
+    priority: 25  # on the critical path to the concept table
     threads: 1
     shell: experiment_cmd("e2gan", "rank_search")
 
@@ -63,7 +71,7 @@ rule e2gan_rank_search:
 rule e2gan_lr_grid:
     input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json"
     output: prov(f"{X}/metrics/lr_grid.json", f"{X}/tables/e2gan_lr_grid.csv", f"{X}/tables/e2gan_lr_grid.md")
-    priority: 10  # on the critical path to the concept table
+    priority: 25  # on the critical path to the concept table
     threads: 1
     shell: experiment_cmd("e2gan", "lr_grid")
 
