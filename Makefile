@@ -1,4 +1,5 @@
-# make reproduce | make test | make smoke | make lab. Each creates .venv and installs on first use.
+# make reproduce | make test | make smoke | make lab | make test-browser. Each creates .venv and installs
+# on first use.
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -7,13 +8,15 @@ PROFILE ?= tiny
 CORES ?= all
 LAB_TOKEN ?= repro
 LAB_PORT ?= 8888
+LAB_ARGS ?=
+SMOKE_RESULTS ?= results
 
 export OMP_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE = 1
 export WANDB_MODE ?= offline
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install reproduce smoke test test-fast lab clean
+.PHONY: install reproduce smoke test test-fast test-browser lab clean
 
 install: $(STAMP)
 
@@ -22,7 +25,7 @@ $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e . torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[cluster,browser]' torch==2.13.0
 	touch $(STAMP)
 
 reproduce: install
@@ -37,9 +40,18 @@ test: install
 test-fast: install
 	$(PY) -m pytest -m "not workflow"
 
+# JupyterLab in chromium (Selenium + Debian's chromium-driver, installed here when absent, as root):
+# every paper notebook run against the smoke results in $(SMOKE_RESULTS)/smoke (made first if
+# missing), one explorer slider moved; screenshots under results/browser/.
+test-browser: install
+	@command -v chromedriver >/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; }
+	$(VENV)/bin/snakemake --cores $(CORES) --config profile=smoke results=$(SMOKE_RESULTS)
+	REPRO_BROWSER=1 REPRO_SMOKE_RESULTS=$(abspath $(SMOKE_RESULTS)) $(PY) -m pytest -q tests/browser --durations=0
+
 lab: install
 	$(VENV)/bin/jupyter lab --no-browser --allow-root --ip=127.0.0.1 --port=$(LAB_PORT) \
-		--IdentityProvider.token=$(LAB_TOKEN) --ServerApp.root_dir=$(CURDIR)
+		--IdentityProvider.token=$(LAB_TOKEN) --ServerApp.root_dir=$(CURDIR) $(LAB_ARGS)
 
 clean:
 	rm -rf results .snakemake

@@ -54,7 +54,7 @@ def test_explorer_cell_runs_repeatedly_without_hang(paper, smoke_every_paper, tm
         papermill.execute_notebook(nb, str(out), parameters=params, kernel_name="python3", cwd=str(results),
                                    execution_timeout=CELL_TIMEOUT, progress_bar=False)
     except Exception as exc:   # a timeout (CellTimeoutError) or a cell error: name the cell and the run
-        which = re.search(r"explorer run \d+/\d+", str(exc))
+        which = re.search(r"explorer run \d+/\d+", f"{getattr(exc, 'source', '')}\n{exc}")
         pytest.fail(f"{label}: {which.group(0) if which else 'a cell before the explorer'} did not finish "
                     f"(per-cell timeout {CELL_TIMEOUT} s) after {time.monotonic() - start:.0f} s: "
                     f"{type(exc).__name__}: {str(exc)[:1500]}")

@@ -1,0 +1,129 @@
+"""The workflow on a real SLURM cluster: `snakemake --profile profiles/slurm` submits every job with
+sbatch (snakemake-executor-plugin-slurm), here the fixture paper plus one real paper at smoke.
+
+Needs `sbatch`; as root it starts the one-node cluster of .ci/slurm_up.sh when none answers (CI does
+that itself). The profile's resources are used as written, so a GPU rule must land on the `gpu`
+partition with a GPU request and every other rule on `cpu` without one.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from conftest import FIXTURE_PAPERS, REPO, WORKFLOW_ENV
+
+REAL_PAPER = "p2l"   # a real paper with GPU and CPU rules, among the quickest at smoke
+PROFILE = yaml.safe_load((REPO / "profiles/slurm/config.v8+.yaml").read_text())
+
+
+def effective_args(*argv: str):
+    """Snakemake's parsed command line as it would run from the repo root (profiles applied)."""
+    from snakemake.cli import parse_args
+
+    cwd = os.getcwd()
+    try:
+        os.chdir(REPO)
+        return parse_args(list(argv))[1]
+    finally:
+        os.chdir(cwd)
+
+
+def test_workflow_profile_does_not_override_the_cluster_profile():
+    """profiles/default is always loaded as the workflow profile, after --profile: it must not reset
+    the cluster's latency-wait, cores or jobs (it did: latency-wait 5 replaced 60, cores: all applied)."""
+    slurm = effective_args("--profile", "profiles/slurm", "-n")
+    assert slurm.executor == "slurm" and slurm.latency_wait == PROFILE["latency-wait"] == 60
+    assert slurm.jobs == PROFILE["jobs"] and slurm.cores is None
+    local = effective_args("--cores", "2", "-n")
+    assert local.executor is None and local.cores == 2 and local.rerun_incomplete   # defaults still apply
+
+
+def gpu_rules() -> set[str]:
+    return {r for r, res in PROFILE["set-resources"].items() if res.get("gpu") or res.get("gres")}
+
+
+def test_gpu_only_where_cuda_is_used():
+    """GPU requests only on the GPU partition, never for MMP (no CUDA) or the bookkeeping rules; every
+    rule without a GPU on the CPU partition."""
+    assert PROFILE["default-resources"]["slurm_partition"] == "cpu"
+    for rule, res in PROFILE["set-resources"].items():
+        gpu = bool(res.get("gpu") or res.get("gres"))
+        assert res.get("slurm_partition", "cpu") == ("gpu" if gpu else "cpu"), rule
+    bad = {r for r in gpu_rules() if r.startswith(("mmp_", "paper_", "claims_", "overview_", "kernels_"))}
+    assert not bad, f"GPU asked for rules that never use CUDA: {bad}"
+
+
+def job_record(jid: str) -> tuple[str, str, str] | None:
+    """(state, partition, GPU request) of a SLURM job from slurmctld (kept MinJobAge after it ends)."""
+    out = subprocess.run(["scontrol", "show", "job", "-o", jid], capture_output=True, text=True).stdout
+    f = dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
+    if "JobState" not in f:
+        return None
+    gres = f.get("TresPerJob", "") + f.get("TresPerNode", "")
+    return f["JobState"], f["Partition"], "gpu:1" if "gpu:1" in gres else "none"
+
+
+def cluster_answers() -> bool:
+    return subprocess.run(["sinfo", "-h"], capture_output=True).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    if shutil.which("sbatch") is None:
+        pytest.skip("no SLURM client here (sbatch not found); CI installs one with .ci/slurm_up.sh")
+    if not cluster_answers():
+        if os.geteuid() != 0:
+            pytest.skip("sbatch is installed but no cluster answers sinfo, and starting one needs root")
+        up = subprocess.run([str(REPO / ".ci/slurm_up.sh")], capture_output=True, text=True)
+        assert up.returncode == 0, up.stdout + up.stderr
+    return True
+
+
+@pytest.mark.workflow
+def test_fixture_and_real_paper_through_sbatch(cluster, tmp_path):
+    papers = tmp_path / "papers"      # the fixture paper and one real paper side by side
+    papers.mkdir()
+    (papers / "toy").symlink_to(FIXTURE_PAPERS / "toy")
+    (papers / REAL_PAPER).symlink_to(REPO / "papers" / REAL_PAPER)
+    results, logdir = tmp_path / "results", tmp_path / "slurm_logs"
+    cmd = [sys.executable, "-m", "snakemake", "--profile", "profiles/slurm", "--nolock", "--jobs", "4",
+           "--slurm-init-seconds-before-status-checks", "2", "--slurm-status-command", "squeue",
+           "--slurm-logdir", str(logdir), "--slurm-keep-successful-logs", "--retries", "0",
+           "--config", "profile=smoke", f"results={results}", f"papers_dir={papers}"]
+    start = time.monotonic()
+    run = subprocess.run(cmd, cwd=REPO, env=WORKFLOW_ENV, capture_output=True, text=True, timeout=900)
+    log = run.stdout + run.stderr
+    (tmp_path / "snakemake.log").write_text(log)
+    assert run.returncode == 0, log[-5000:]
+
+    smoke = results / "smoke"
+    for nb in [smoke / "toy/toy.ipynb", smoke / REAL_PAPER / f"{REAL_PAPER}.ipynb", smoke / "overview.ipynb"]:
+        assert nb.is_file(), f"missing executed notebook {nb}"
+    claims = json.loads((smoke / "claims.json").read_text())["claims"]
+    assert [c["status"] for c in claims if c["paper"] == "toy"] == ["PASS", "FAIL", "INCONCLUSIVE", "NOT RUN", "NOT RUN"]
+    assert any(c["paper"] == REAL_PAPER for c in claims)
+
+    # every job went through sbatch: one SLURM job id per snakemake job, each COMPLETED in squeue
+    submitted = dict(re.findall(r"Job \d+ has been submitted with SLURM jobid (\d+) \(log: ([^)]+)\)", log))
+    finished = re.findall(r"Finished jobid: \d+ \(Rule: (\w+)\)", log)
+    assert len(submitted) == len([r for r in finished if r != "all"]) > 10, log[-3000:]
+    rows = {jid: job_record(jid) for jid in submitted}
+    assert all(rows.values()), f"slurmctld forgot jobs: {[j for j, r in rows.items() if not r]}"
+    assert {s for s, _, _ in rows.values()} == {"COMPLETED"}, rows
+    # the plugin names each job's log folder after its rule: <logdir>/rule_<name>/[<wildcards>/]<jobid>.log
+    rule_of = {jid: re.search(r"/rule_(\w+)/", path).group(1) for jid, path in submitted.items()}
+    assert set(rule_of.values()) == set(finished) - {"all"}
+    for jid, rule in rule_of.items():
+        want = ("gpu", "gpu:1") if rule in gpu_rules() else ("cpu", "none")
+        assert rows[jid][1:] == want, (rule, jid, rows[jid])
+    assert gpu_rules() & set(rule_of.values()), "no GPU rule ran: the real paper should have one"
+    excerpt = "\n".join(f"{jid:>5} {rule_of[jid]:28s} " + " ".join(rows[jid]) for jid in sorted(rule_of, key=int))
+    summary = f"{len(submitted)} sbatch jobs in {time.monotonic() - start:.0f} s\n{excerpt}\n"
+    (tmp_path / "slurm_jobs.txt").write_text(summary)
+    print(summary)
