@@ -567,7 +567,7 @@ def ablation(run) -> dict:
     tuned = read_json(Path(run.out) / "metrics" / f"main_{task}.json")["methods"]
     ldm, clf = load_prior(cfg, run.out), load_classifier(cfg, run.out)
     op, test, y = held_out_problem(cfg, task, run.seed)
-    n = cfg.data.n_test   # the first noise draw of the main table's problems (cost)
+    n = min(int(cfg.ablation.n), cfg.data.n_test)   # the first n images, first noise draw (cost)
     test = {k: v[:n] for k, v in test.items()}
     y = y[:n]
     val = load_images(cfg, "val", cfg.data.n_val)
@@ -623,7 +623,7 @@ def steps_check(run) -> dict:
     tuned = read_json(Path(run.out) / "metrics" / f"main_{task}.json")["methods"]
     ldm = load_prior(cfg, run.out)
     op, test, y = held_out_problem(cfg, task, run.seed)
-    n = cfg.data.n_test
+    n = min(int(chk.n), cfg.data.n_test)   # the first n images, first noise draw (cost)
     gt, y, caps = test["images"][:n], y[:n], None if test["captions"] is None else test["captions"][:n]
     out, rows = {}, []
     for m in chk.methods:
