@@ -474,8 +474,11 @@ class PeakMemory(torch.utils._python_dispatch.TorchDispatchMode):
         return out
 
 
-def measure(fn, repeats: int, memory: bool = True) -> tuple[float, int]:
-    """(best wall time in s, peak activation bytes or 0) of `fn()` under no_grad."""
+def measure(fn, repeats: int, memory: bool = True, min_time: float = 0.0) -> tuple[float, int]:
+    """(best wall time in s, peak activation bytes or 0) of `fn()` under no_grad: one warm-up
+    call, then at least `repeats` timed calls and more until they add up to `min_time` seconds
+    (as `timeit`'s autorange does), so that sub-millisecond calls get enough repeats for their
+    minimum to resist a busy machine."""
     with torch.no_grad():
         peak = 0
         if memory:
@@ -485,7 +488,7 @@ def measure(fn, repeats: int, memory: bool = True) -> tuple[float, int]:
         else:
             fn()                            # warm-up, as the memory pass is one
         times = []
-        for _ in range(repeats):
+        while len(times) < repeats or sum(times) < min_time:
             t0 = clock.perf_counter()
             fn()
             times.append(clock.perf_counter() - t0)
@@ -501,7 +504,8 @@ def cost_vs_patches(run) -> dict:
     """Per patient, end to end: the GMM aggregation of a bag of N patches, then MMP's fusion on the
     tokens of that bag, against a full-token Transformer on the same bag; peak memory and time of
     one forward pass for each N, and their log-log slopes over `cost.slope_range`. Each of
-    `cost.seeds` seeds draws new bags and prototypes; times are the best of `cost.repeats`, one
+    `cost.seeds` seeds draws new bags and prototypes; times are the best of at least `cost.repeats`
+    calls that add up to `cost.min_time` s (`measure`), one
     slope per seed. Peak memory is deterministic (shapes only): measured on seed 0."""
     cfg, seed = run.cfg, run.seed
     d, n_p = cfg.cost.dim, cfg.data.n_pathways
@@ -510,6 +514,7 @@ def cost_vs_patches(run) -> dict:
     mmp = build_model("mmp_trans", cfg, cohort_like, 1, seed).eval()
     full = build_model("full_transformer", cfg, cohort_like, 1, seed).eval()
     agg = dict(tau=cfg.panther.tau, eps=cfg.panther.eps, n_iter=cfg.panther.n_iter)
+    reps, least = cfg.cost.repeats, cfg.cost.min_time
     rows = []
     for s in range(cfg.cost.seeds):
         rng = np.random.default_rng(derive_seed(seed, "cost", s))
@@ -519,16 +524,16 @@ def cost_vs_patches(run) -> dict:
             x = torch.from_numpy(rng.normal(size=(n, d)).astype(np.float32))
             with torch.no_grad():
                 hist = tokens(*gmm_aggregate(x, protos, **agg))[None]     # the tokens of this bag
-            t_agg, m_agg = measure(lambda: gmm_aggregate(x, protos, **agg), cfg.cost.repeats, memory=s == 0)
-            t_fus, m_fus = measure(lambda: mmp({"hist": hist, "genes": genes}), cfg.cost.repeats, memory=s == 0)
-            t_full, m_full = measure(lambda: full({"bags": [x], "genes": genes}), cfg.cost.repeats, memory=s == 0)
+            t_agg, m_agg = measure(lambda: gmm_aggregate(x, protos, **agg), reps, memory=s == 0, min_time=least)
+            t_fus, m_fus = measure(lambda: mmp({"hist": hist, "genes": genes}), reps, memory=s == 0, min_time=least)
+            t_full, m_full = measure(lambda: full({"bags": [x], "genes": genes}), reps, memory=s == 0, min_time=least)
             rows.append({"seed": s, "N": n, "aggregation_s": t_agg, "fusion_s": t_fus, "mmp_s": t_agg + t_fus,
                          "full_token_s": t_full, "aggregation_MB": m_agg / 2**20, "fusion_MB": m_fus / 2**20,
                          "full_token_MB": m_full / 2**20})
     df = pd.DataFrame(rows)
     # the fixed cost of one aggregation call (a bag of a single patch), same timing rule
     one = torch.from_numpy(np.random.default_rng(derive_seed(seed, "cost", "one")).normal(size=(1, d)).astype(np.float32))
-    fixed = measure(lambda: gmm_aggregate(one, protos, **agg), cfg.cost.repeats, memory=False)[0]
+    fixed = measure(lambda: gmm_aggregate(one, protos, **agg), reps, memory=False, min_time=least)[0]
     lo, hi = cfg.cost.slope_range
     slopes = fit_slopes(df, lo, hi)
     # diagnostic (no claim): the same slopes over the upper decade, where fixed per-call costs and

@@ -52,6 +52,17 @@ def test_peak_memory_matches_the_torch_profilers_allocation_records():
     assert mem.peak == peak and peak > 300 ** 2 * 4       # at least the 300 x 300 attention map
 
 
+def test_measure_repeats_cheap_calls_until_min_time():
+    from papers.mmp.experiments import measure
+
+    calls = []
+    best, _ = measure(lambda: calls.append(1), 2, memory=False, min_time=0.05)
+    assert len(calls) > 100 and best < 0.05 / 100                     # microsecond calls: many repeats
+    calls.clear()
+    measure(lambda: calls.append(1), 3, memory=False)
+    assert len(calls) == 4                                            # warm-up + exactly `repeats`
+
+
 def test_loglog_slope_recovers_a_power_law():
     import numpy as np
 
