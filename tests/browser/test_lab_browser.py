@@ -69,7 +69,7 @@ def driver():
         pytest.fail("chromium / chromedriver missing: `make test-browser` installs Debian's chromium-driver")
     opts = webdriver.ChromeOptions()
     opts.binary_location = binary
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1100",
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1200",
                 "--disable-gpu"):
         opts.add_argument(arg)
     d = webdriver.Chrome(service=Service(chromedriver), options=opts)
@@ -148,6 +148,8 @@ def move_a_slider(driver, node) -> str:
 
 @pytest.mark.parametrize("paper", PAPERS)
 def test_notebook_runs_and_explorer_responds(paper, lab, driver):
+    from selenium.webdriver.common.by import By
+
     smoke = Path(os.environ.get("REPRO_SMOKE_RESULTS", REPO / "results")) / "smoke"
     assert (smoke / paper / "metrics.json").is_file(), f"no smoke results under {smoke / paper} (make smoke)"
     nb = prepared_notebook(paper, smoke)
@@ -170,7 +172,11 @@ def test_notebook_runs_and_explorer_responds(paper, lab, driver):
                                       or driver.execute_script(STATE)["kernel"] != "idle"):
         time.sleep(0.5)
     after = explorer_output(node)
-    driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", node)
+    for button in driver.find_elements(By.XPATH, "//button[normalize-space()='No']"):   # the news prompt
+        button.click()
+    driver.execute_script("(arguments[0].querySelector('.jp-Cell-outputWrapper') || arguments[0])"
+                          ".scrollIntoView({block: 'start'});", node)
+    time.sleep(0.5)
     driver.save_screenshot(str(OUT / f"{paper}.png"))
     assert after != before, f"{paper}: the explorer output did not change after moving {moved}"
     state = driver.execute_script(STATE)
