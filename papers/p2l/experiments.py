@@ -79,12 +79,16 @@ def train_prior(run) -> dict:
     cond = M.attribute_hits(clf, x_cond, test["labels"])
     x_null = sample_prior(ldm, [""] * chk.n, chk.steps, 0.0, run.seed + 1)
     with torch.no_grad():
-        null_pred = torch.stack([o.argmax(1) for o in clf(x_null)], 1).numpy()
+        null_out = clf(x_null)
+    null_pred = torch.stack([o.argmax(1) for o in null_out], 1).numpy()
     names = list(ATTRIBUTES)
     null_freq, tv = {}, {}
     for j, attr in enumerate(names):
         values = ATTRIBUTES[attr]
-        null_freq[attr] = {v: sample((null_pred[:, j] == k).astype(float), "image") for k, v in enumerate(values)}
+        # per image, the classifier's probability of each value: its mean is the value's frequency
+        # among the null-caption samples (soft counts, so that a unit can disagree even at smoke)
+        probs = torch.softmax(null_out[j].double(), 1).numpy()
+        null_freq[attr] = {v: sample(probs[:, k], "image") for k, v in enumerate(values)}
         tv[attr] = 0.5 * float(sum(abs((null_pred[:, j] == k).mean() - 1 / len(values)) for k in range(len(values))))
     run.save_figure(prior_figure(test["images"], x_cond, x_null, n=16), "prior_samples")
     return {"vae_rec_psnr": float(M.psnr(rec, test["images"]).mean()), "latent_scale": scale,
