@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from .assets import MissingAssetError
 from .config import PROFILES, Config, ConfigError, config_hash, load_config
 from .io import write_json, write_text
 from .provenance import write_sidecar
@@ -117,3 +118,6 @@ def cli(paper: str, experiments: Mapping[str, Experiment], config_path: Path, ar
                        seed=args.seed, overrides=args.overrides, rule=args.rule, threads=args.threads)
     except ConfigError as err:
         sys.exit(f"config error: {err}")
+    except MissingAssetError as err:  # a full-profile input is not on disk: one line, no traceback
+        print(f"{paper}: {err}", file=sys.stderr)
+        sys.exit(2)

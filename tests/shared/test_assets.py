@@ -20,3 +20,21 @@ def test_unset_path(tmp_path):
 
 def test_existing_path_returned(tmp_path):
     assert require_path(tmp_path, what="x", fetch="x", config_key="x") == tmp_path
+
+
+def test_cli_stops_on_a_missing_asset_with_one_line_and_exit_2(tmp_path, capsys):
+    """Every paper's entry point goes through shared.experiment.cli: no traceback, exit status 2."""
+    from shared.experiment import cli
+
+    config = tmp_path / "config.yaml"
+    config.write_text("defaults: {seed: 0}\nprofiles: {smoke: {}, tiny: {}, full: {}}\n")
+
+    def needs_weights(run):
+        require_path(tmp_path / "nope", what="InceptionV3 weights", fetch="pt_inception-2015-12-05",
+                     config_key="metrics.inception_path")
+
+    with pytest.raises(SystemExit) as stop:
+        cli("toy", {"fid": needs_weights}, config, ["fid", "--profile", "smoke", "--out", str(tmp_path / "o")])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("toy: No InceptionV3 weights") and "metrics.inception_path" in err[0]
