@@ -18,7 +18,7 @@ import yaml
 
 from conftest import FIXTURE_PAPERS, REPO, WORKFLOW_ENV
 
-REAL_PAPER = "p2l"   # a real paper with GPU and CPU rules, among the quickest at smoke
+REAL_PAPER = "everest"   # a real paper with GPU and CPU rules, among the quickest at smoke (p2l took 240 s here)
 PROFILE = yaml.safe_load((REPO / "profiles/slurm/config.v8+.yaml").read_text())
 
 
