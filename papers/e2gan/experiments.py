@@ -372,13 +372,7 @@ def lr_grid_scratch(run) -> dict:
                           seed=derive_seed(run.seed, "scratch", concept), **setup.train_kwargs(lora=False, lr=lr))
             flops += h["steps"] * h["flops_per_step"]
             rows.append({"arm": arm, "lr": lr, "psnr": evaluate(G, test, cfg.fd_dims)["psnr"]})
-    df = pd.DataFrame(rows)
-    chosen = {arm: float(g.loc[g["psnr"].idxmax(), "lr"]) for arm, g in df.groupby("arm", sort=False)}
-    wide = df.pivot(index="arm", columns="lr", values="psnr").loc[list(SCRATCH_ARMS)]
-    wide.columns = [f"psnr@lr={c:g}" for c in wide.columns]
-    wide["chosen_lr"] = [chosen[a] for a in wide.index]
-    run.save_table(wide.reset_index(), "e2gan_lr_grid_scratch", floatfmt=".4g")
-    return {"chosen": chosen, "concept": concept, "train_flops": flops, "grid": rows}
+    return _lr_grid_result(run, rows, SCRATCH_ARMS, "e2gan_lr_grid_scratch", concept, flops)
 
 
 def scratch_runs(run, seeds) -> dict:
@@ -491,12 +485,17 @@ def lr_grid(run) -> dict:
                             concept=concept)
             flops += h["steps"] * h["flops_per_step"]
             rows.append({"arm": arm, "lr": lr, "psnr": evaluate(G, test, cfg.fd_dims)["psnr"]})
+    return _lr_grid_result(run, rows, FT_ARMS, "e2gan_lr_grid", concept, flops)
+
+
+def _lr_grid_result(run, rows, arms, table, concept, flops) -> dict:
+    """Each arm's lr = the grid value with the best validation PSNR; the grid is saved as one row per arm."""
     df = pd.DataFrame(rows)
     chosen = {arm: float(g.loc[g["psnr"].idxmax(), "lr"]) for arm, g in df.groupby("arm", sort=False)}
-    wide = df.pivot(index="arm", columns="lr", values="psnr").loc[list(FT_ARMS)]
+    wide = df.pivot(index="arm", columns="lr", values="psnr").loc[list(arms)]
     wide.columns = [f"psnr@lr={c:g}" for c in wide.columns]
     wide["chosen_lr"] = [chosen[a] for a in wide.index]
-    run.save_table(wide.reset_index(), "e2gan_lr_grid", floatfmt=".4g")
+    run.save_table(wide.reset_index(), table, floatfmt=".4g")
     return {"chosen": chosen, "concept": concept, "train_flops": flops, "grid": rows}
 
 
