@@ -19,8 +19,10 @@ optional `factor`).
 image) or a plain number, which is deterministic and decided `exact`. A sample is decided by the 90%
 two-sided interval of its mean (`shared.intervals`): PASS when the whole interval satisfies the test,
 FAIL when the whole interval violates it, INCONCLUSIVE otherwise, and always INCONCLUSIVE with fewer
-than 3 units. Against a `ref` sample the test is on the paired differences d_i = x_i − factor·r_i, so
-both must have the same unit and n; `within` is then an equivalence test on d (±tolerance).
+than 3 units. A sample of 0/1 outcomes (`sample(..., binary=True)`) tested alone is decided by the
+exact Clopper–Pearson interval of its proportion instead. Against a `ref` sample the test is on the
+paired differences d_i = x_i − factor·r_i, so both must have the same unit and n; `within` is then an
+equivalence test on d (±tolerance).
 
 **Floors.** A comparative claim about a method names the floor claims (`floors:`) that say the
 method also beats a trivial arm (measurement only, least squares, random selection, shuffled pairs, a
@@ -42,9 +44,9 @@ from typing import Any, Mapping
 import numpy as np
 import yaml
 
-from .intervals import LEVEL, mean_interval
+from .intervals import LEVEL, mean_interval, proportion_interval
 from .io import read_json, write_json, write_text
-from .samples import is_sample
+from .samples import is_binary, is_sample
 
 ALL_OPS = (">=", "<=", ">", "<", "between", "within")
 REQUIRED = ("id", "claim", "metric", "test")
@@ -220,6 +222,8 @@ def gather(metric_key: str, metric: Any, ref_key: str | None, ref: Any, factor: 
     est = float(arr.mean())
     if kind == "exact" or len(arr) == 1 or not np.all(np.isfinite(arr)):
         lo = hi = est
+    elif ref_key is None and is_binary(metric):
+        lo, hi = proportion_interval(int(arr.sum()), len(arr), level)
     else:
         lo, hi, _ = mean_interval(arr, level)
     return Evidence(kind, est, lo, hi, None if unit is None else len(arr), unit, values)
@@ -335,7 +339,8 @@ def to_markdown(results: list[ClaimResult], profile: str) -> str:
         f"{_counts_line(counts(results))}.",
         "",
         f"A sample is decided by the {LEVEL:.0%} interval of its mean (t up to 30 units, a percentile "
-        f"bootstrap above), comparisons by the paired per-unit differences Δ; fewer than {MIN_UNITS} units "
+        f"bootstrap above; a 0/1 sample alone by the exact Clopper–Pearson interval of its proportion), "
+        f"comparisons by the paired per-unit differences Δ; fewer than {MIN_UNITS} units "
         "is INCONCLUSIVE. Plain numbers are deterministic and decided `exact`.",
         "",
         "| paper | " + " | ".join(STATUSES) + " |",

@@ -3,7 +3,8 @@
 It flags, for each claim against the metrics at hand:
 - a comparison (`ref:`, not `within`) whose verdict would not change if metric and ref were swapped:
   "x >= r" that passes both ways only says x == r;
-- a metric (or ref) whose values are identical across all its units: no unit can disagree;
+- a metric (or ref) whose values are identical across all its units: no unit can disagree (except a
+  0/1 sample decided alone, whose exact binomial interval is not degenerate: a miss could fail it);
 - a claim whose metric and ref are the same key;
 - a mean written without its per-unit values, which no interval can be built from.
 The swap test is run on the data's raw interval whatever n is, so it works on one-seed smoke metrics.
@@ -15,7 +16,7 @@ from typing import Any, Mapping
 
 from .claims import ClaimsError, decide, gather, load_claims, lookup, FAIL, PASS
 from .io import read_json
-from .samples import is_sample
+from .samples import is_binary, is_sample
 
 
 def _raw_verdict(metric_key: str, metric: Any, ref_key: str, ref: Any, test: Mapping) -> str | None:
@@ -41,7 +42,8 @@ def audit_claim(entry: Mapping, metrics: Mapping | None) -> list[str]:
         except KeyError:
             continue
         value = found[key]
-        if is_sample(value) and len(value["values"]) > 1 and len(set(value["values"])) == 1:
+        exact_binomial = ref_key is None and is_binary(value)
+        if is_sample(value) and len(value["values"]) > 1 and len(set(value["values"])) == 1 and not exact_binomial:
             findings.append(f"{key} is identical across all {len(value['values'])} {value['unit']}s")
         elif isinstance(value, Mapping) and "mean" in value and not is_sample(value):
             findings.append(f"{key} is a mean without per-unit values")

@@ -2,7 +2,8 @@
 
 Equivalently, each end is a one-sided 95% bound. For n <= 30 units the Student-t interval
 mean ± t_{0.95, n-1} · s/√n; above that a seeded percentile bootstrap of the mean (2000 resamples),
-both through scipy.stats.
+both through scipy.stats. A proportion (k hits in n 0/1 units) gets the exact Clopper–Pearson
+interval instead (`proportion_interval`), which is not degenerate when k = 0 or k = n.
 """
 from __future__ import annotations
 
@@ -43,3 +44,10 @@ def mean_interval(values: Sequence[float], level: float = LEVEL) -> tuple[float,
     if len(values) <= T_MAX_N:
         return (*t_interval(values, level), "t")
     return (*bootstrap_interval(values, level), "bootstrap")
+
+
+def proportion_interval(k: int, n: int, level: float = LEVEL) -> tuple[float, float]:
+    """Exact (Clopper–Pearson) interval of a binomial proportion k/n: beta quantiles, through
+    scipy.stats.binomtest; at k = n its lower end is ((1 − level)/2)^(1/n), not 1."""
+    ci = stats.binomtest(int(k), int(n)).proportion_ci(confidence_level=level, method="exact")
+    return float(ci.low), float(ci.high)

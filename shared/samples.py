@@ -7,6 +7,10 @@ A sample is written to a metrics file as::
 The index is the unit: `values[i]` belongs to seed i (fold i, image i), so two samples with the same
 unit and n pair by index. `std` uses ddof=1 (null for n = 1). A deterministic quantity (an analytic
 FLOP count, a parameter count, a compression ratio) is written as a plain number instead.
+
+A sample of 0/1 outcomes (a hit per image) may be written with `binary=True`: it carries
+`"binary": true`, and the ledger decides it alone by the exact (Clopper–Pearson) interval of its
+proportion, which stays honest when every unit is a hit.
 """
 from __future__ import annotations
 
@@ -17,8 +21,8 @@ import numpy as np
 UNITS = ("seed", "fold", "image")
 
 
-def sample(values: Iterable[float], unit: str) -> dict:
-    """The metrics-file form of a stochastic metric with one value per `unit`."""
+def sample(values: Iterable[float], unit: str, binary: bool = False) -> dict:
+    """The metrics-file form of a stochastic metric with one value per `unit` (`binary`: 0/1 outcomes)."""
     if unit not in UNITS:
         raise ValueError(f"unit {unit!r} is not one of {UNITS}")
     vals = [float(v) for v in np.asarray(list(values), dtype=float).ravel()]
@@ -27,7 +31,17 @@ def sample(values: Iterable[float], unit: str) -> dict:
     n = len(vals)
     arr = np.asarray(vals)
     std = float(arr.std(ddof=1)) if n > 1 else None
-    return {"values": vals, "unit": unit, "mean": float(arr.mean()), "std": std, "n": n}
+    out = {"values": vals, "unit": unit, "mean": float(arr.mean()), "std": std, "n": n}
+    if binary:
+        if not set(vals) <= {0.0, 1.0}:
+            raise ValueError("a binary sample holds only 0/1 outcomes")
+        out["binary"] = True
+    return out
+
+
+def is_binary(obj: Any) -> bool:
+    """True for a sample of 0/1 outcomes written with `sample(..., binary=True)`."""
+    return is_sample(obj) and bool(obj.get("binary")) and set(obj["values"]) <= {0.0, 1.0}
 
 
 def is_sample(obj: Any) -> bool:

@@ -197,3 +197,41 @@ def test_ledger_files_show_all_four_statuses(tmp_path, repo):
 def test_every_shipped_claims_file_is_valid(repo):
     for path in [*repo.glob("papers/*/claims.yaml"), *repo.glob("kernels/claims.yaml")]:
         assert load_claims(path)
+
+
+# ------------------------------------------------------------------ 0/1 samples: exact binomial interval
+def test_proportion_interval_is_clopper_pearson():
+    from shared.intervals import proportion_interval
+
+    # all hits: the exact lower end is ((1 − level)/2)^(1/n), never 1 (the normal approximation gives [1, 1])
+    lo, hi = proportion_interval(384, 384)
+    assert lo == pytest.approx(0.05 ** (1 / 384)) and lo < 0.993 and hi == 1.0
+    # in the middle: beta quantiles, independent of the implementation
+    lo, hi = proportion_interval(7, 20)
+    assert (lo, hi) == pytest.approx((stats.beta.ppf(0.05, 7, 14), stats.beta.ppf(0.95, 8, 13)))
+    assert proportion_interval(0, 10) == pytest.approx((0.0, 1 - 0.05 ** (1 / 10)))
+
+
+def test_an_all_correct_binary_sample_is_a_claim_that_could_fail():
+    hits = {"all": sample([1] * 384, "image", binary=True), "few": sample([1] * 5, "image", binary=True),
+            "one_miss": sample([1] * 9 + [0], "image", binary=True), "plain": sample([1] * 384, "image")}
+    ev = evaluate_claim(claim(metric="acc.all", test={"op": ">=", "value": 0.8}), {"acc": hits}, "tiny")
+    assert ev.status == PASS and ev.lo == pytest.approx(0.05 ** (1 / 384)) and ev.hi == 1.0
+    # five hits out of five: the exact interval [0.55, 1] does not clear 0.8 (the bootstrap's [1, 1] would)
+    few = evaluate_claim(claim(metric="acc.few", test={"op": ">=", "value": 0.8}), {"acc": hits}, "tiny")
+    assert few.status == INCONCLUSIVE and few.lo == pytest.approx(0.05 ** (1 / 5))
+    miss = evaluate_claim(claim(metric="acc.one_miss", test={"op": ">=", "value": 0.99}), {"acc": hits}, "tiny")
+    assert miss.status == INCONCLUSIVE and miss.hi < 1
+    # the audit: a constant 0/1 sample decided alone is sound; unmarked, or against a ref, it is still flagged
+    assert audit_claim(claim(metric="acc.all", test={"op": ">=", "value": 0.8}), {"acc": hits}) == []
+    assert any("identical" in f for f in audit_claim(claim(metric="acc.plain", test={"op": ">=", "value": 0.8}),
+                                                     {"acc": hits}))
+    assert any("identical" in f for f in audit_claim(
+        claim(metric="acc.all", test={"op": ">=", "ref": "acc.plain"}), {"acc": hits}))
+
+
+def test_binary_sample_holds_only_zeros_and_ones():
+    assert sample([0, 1, 1], "image", binary=True)["binary"] is True
+    assert "binary" not in sample([0, 1, 1], "image")
+    with pytest.raises(ValueError, match="0/1"):
+        sample([0, 0.5, 1], "image", binary=True)
