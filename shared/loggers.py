@@ -1,6 +1,12 @@
-"""Logger factory: CSVLogger always; wandb when asked, offline by default (no account, no network)."""
+"""Logger factory: CSVLogger always; wandb when asked, offline by default (no account, no network).
+
+The CSV log is kept across a resume (Lightning's CSVLogger deletes an existing metrics.csv);
+`shared.training.fit` cuts it back to the checkpoint's step first, so a killed and resumed run ends
+with the same log as an uninterrupted one. WANDB_MODE=disabled in the environment (CI) turns wandb off.
+"""
 from __future__ import annotations
 
+import csv
 import os
 from pathlib import Path
 
@@ -13,14 +19,12 @@ def make_loggers(out_dir: str | Path, name: str, wandb: str = "disabled", projec
     wandb: "disabled" (default: nothing written), "offline" (a local run folder under out_dir,
     syncable later with `wandb sync`), or "online" (needs an account and a network; opt-in only).
     """
-    from lightning.pytorch.loggers import CSVLogger
-
     if wandb not in WANDB_MODES:
         raise ValueError(f"unknown wandb mode {wandb!r}; valid: {list(WANDB_MODES)}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    loggers = [CSVLogger(save_dir=str(out_dir), name=name, version="")]
-    if wandb != "disabled":
+    loggers = [_csv_logger(save_dir=str(out_dir), name=name, version="")]
+    if wandb != "disabled" and os.environ.get("WANDB_MODE") != "disabled":
         from lightning.pytorch.loggers import WandbLogger
 
         os.environ.setdefault("WANDB_SILENT", "true")
@@ -31,3 +35,27 @@ def make_loggers(out_dir: str | Path, name: str, wandb: str = "disabled", projec
             )
         )
     return loggers
+
+
+def _csv_logger(**kwargs):
+    """A CSVLogger that appends to an existing metrics.csv instead of deleting it."""
+    from lightning.pytorch.loggers import CSVLogger
+    from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+    from lightning.pytorch.loggers.logger import rank_zero_experiment
+
+    class KeepingWriter(ExperimentWriter):
+        def _check_log_dir_exists(self) -> None:
+            if os.path.isfile(self.metrics_file_path):
+                with open(self.metrics_file_path, newline="") as f:
+                    self.metrics_keys = sorted(next(csv.reader(f), []))
+
+    class KeepingCSVLogger(CSVLogger):
+        @property
+        @rank_zero_experiment
+        def experiment(self):
+            if self._experiment is None:
+                self._fs.makedirs(self.root_dir, exist_ok=True)
+                self._experiment = KeepingWriter(log_dir=self.log_dir)
+            return self._experiment
+
+    return KeepingCSVLogger(**kwargs)

@@ -1,13 +1,20 @@
-"""Lightning trainer factory: CPU/GPU, precision, seeding, checkpoints, and resume after a kill.
+"""Lightning trainer factory: CPU/GPU, DDP, precision, seeding, logging, checkpoints, and resume after a kill.
 
-Resume is exact: checkpoints are taken at epoch ends (`last.ckpt`), every training step re-seeds
-the global RNGs from (seed, step), and `EpochSeededSampler` shuffles from (seed, epoch), so a run
-killed at any point and resumed gives the same weights as an uninterrupted one.
+Resume is exact: `last.ckpt` is written at epoch ends and, with `every_n_train_steps`, every N steps;
+every training step re-seeds the global RNGs from (seed, step); the samplers of `shared.sampling`
+draw from (seed, epoch), and `fit` trains through a `ResumableDataLoader`, whose place in the epoch
+is saved in the checkpoint, so a run killed at any step and resumed gives the same weights as an
+uninterrupted one.
 
-Resume is keyed (`shared.run_cache`): `fit` resumes from `last.ckpt` only when the key written beside
-it (`last.ckpt.key.json`: the seed, and the hash of `make_trainer(cache_config=...)` when given)
-equals this run's. Otherwise it logs one line saying why and trains from scratch, so an edited
-config rerun into the same folder does not silently continue the old run.
+Resume is keyed (`shared.run_cache`): `fit` resumes from `last.ckpt` only when the run's key (the
+seed, and the hash of `make_trainer(cache_config=...)` when given), stored in the checkpoint and
+beside it (`last.ckpt.key.json`), equals this run's. Otherwise it logs one line saying why and
+trains from scratch, so an edited config rerun into the same folder does not silently continue.
+
+Logging: a CSV log always (`<out_dir>/logs/metrics.csv`, cut back to the checkpoint on resume);
+wandb offline or online only when asked (`shared.loggers`). DDP: `devices`, `strategy`, `num_nodes`;
+our samplers shard themselves, so Lightning's distributed sampler is off.
+`trainer_options(cfg)` reads a paper config's `trainer:` and `logging:` sections.
 """
 from __future__ import annotations
 
@@ -18,38 +25,18 @@ from typing import Iterator
 
 import numpy as np
 import torch
-from torch.utils.data import Sampler
 
 from . import run_cache
+from .sampling import EpochSeededSampler, RandomBatchSampler, ResumableDataLoader, is_sharded, resumable  # noqa: F401
 from .seeding import derive_seed, seed_everything
 
 CKPT_NAME = "last"
+LOG_NAME = "logs"
+TRAINER_KEYS = ("accelerator", "devices", "strategy", "num_nodes", "every_n_train_steps", "precision")
 
 
 class CheckpointError(RuntimeError):
     """A checkpoint that cannot be read."""
-
-
-class EpochSeededSampler(Sampler[int]):
-    """Shuffles 0..n-1 with a permutation that depends only on (seed, epoch).
-
-    Lightning calls `set_epoch` on samplers that have it, so a resumed run sees the same order.
-    """
-
-    def __init__(self, n: int, seed: int, shuffle: bool = True):
-        self.n, self.seed, self.shuffle, self.epoch = n, seed, shuffle, 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def __iter__(self) -> Iterator[int]:
-        if not self.shuffle:
-            return iter(range(self.n))
-        g = torch.Generator().manual_seed(derive_seed(self.seed, "sampler", self.epoch))
-        return iter(torch.randperm(self.n, generator=g).tolist())
-
-    def __len__(self) -> int:
-        return self.n
 
 
 def _callbacks(seed: int):
@@ -65,16 +52,45 @@ def _callbacks(seed: int):
             np.random.seed(step_seed)
             torch.manual_seed(step_seed)
 
-    class WriteCacheKey(Callback):
-        """Write the run's key beside `last.ckpt` once training starts (after Lightning's setup, which
-        warns about a non-empty checkpoint folder), so a run killed later resumes under its key."""
+    class RunKey(Callback):
+        """The run's key beside `last.ckpt` once training starts (after Lightning's setup, which warns
+        about a non-empty checkpoint folder) and inside every checkpoint; the loggers are flushed at
+        each checkpoint, so the CSV log holds every step the checkpoint holds."""
 
         def on_train_start(self, trainer, pl_module) -> None:
             key = getattr(trainer, "cache_key", None)
-            if key is not None:
-                run_cache.write_key(Path(trainer.default_root_dir) / "checkpoints" / f"{CKPT_NAME}.ckpt", key)
+            if key is not None and trainer.is_global_zero:
+                run_cache.write_key(checkpoint_path(trainer.default_root_dir), key)
 
-    return [StepReseed(), WriteCacheKey()]
+        def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
+            checkpoint["cache_key"] = getattr(trainer, "cache_key", None)
+            for lg in trainer.loggers:
+                lg.save()
+
+    return [StepReseed(), RunKey()]
+
+
+def checkpoint_path(out_dir: str | Path) -> Path:
+    return Path(out_dir) / "checkpoints" / f"{CKPT_NAME}.ckpt"
+
+
+def trainer_options(cfg) -> dict:
+    """`make_trainer` keyword arguments from a paper config's optional sections
+
+        trainer: {accelerator, devices, strategy, num_nodes, every_n_train_steps, precision}
+        logging: {wandb: disabled | offline | online}
+
+    (keys left out keep `make_trainer`'s defaults)."""
+    get = cfg.get if hasattr(cfg, "get") else (lambda k, d=None: getattr(cfg, k, d))
+    section = dict(get("trainer", None) or {})
+    unknown = sorted(set(section) - set(TRAINER_KEYS))
+    if unknown:
+        raise ValueError(f"unknown trainer keys {unknown}; valid: {list(TRAINER_KEYS)}")
+    opts = {k: v for k, v in section.items() if v is not None}
+    wandb = (dict(get("logging", None) or {})).get("wandb")
+    if wandb is not None:
+        opts["wandb"] = wandb
+    return opts
 
 
 def make_trainer(
@@ -84,16 +100,26 @@ def make_trainer(
     max_epochs: int | None = None,
     max_steps: int = -1,
     accelerator: str = "auto",
+    devices: int | str = 1,
+    strategy: str = "auto",
+    num_nodes: int = 1,
     precision: str = "32-true",
-    loggers: list | bool = False,
+    every_n_train_steps: int | None = None,
+    loggers: list | bool | None = None,
+    wandb: str = "disabled",
     progress: bool | None = None,
     gradient_clip_val: float | None = None,
     log_every_n_steps: int = 10,
     callbacks: list | None = None,
     cache_config: dict | None = None,
 ):
-    """A deterministic `lightning.Trainer` that checkpoints `last.ckpt` under `out_dir/checkpoints`.
+    """A deterministic `lightning.Trainer` that checkpoints `out_dir/checkpoints/last.ckpt` at epoch
+    ends and, with `every_n_train_steps`, every N optimiser steps.
 
+    loggers: None (default) = `shared.loggers.make_loggers(out_dir, "logs", wandb)`: a CSV log at
+    `out_dir/logs/metrics.csv`, plus wandb when `wandb` is "offline" / "online"; False = none; or a list.
+    devices / strategy / num_nodes: as Lightning's (e.g. 2, "ddp", 1); the samplers of
+    `shared.sampling` shard themselves, so Lightning's distributed sampler is off.
     progress: show a progress bar (default: yes, except under CI=true).
     cache_config: what decides the trained weights (e.g. the data and model sections of the config);
     `fit` resumes only from a checkpoint made with the same hash of it and the same seed.
@@ -101,14 +127,23 @@ def make_trainer(
     import lightning as L
     from lightning.pytorch.callbacks import ModelCheckpoint
 
+    from .loggers import make_loggers
+
     seed_everything(seed)
-    ckpt = ModelCheckpoint(dirpath=str(Path(out_dir) / "checkpoints"), filename=CKPT_NAME,
-                           save_last=False, save_top_k=1, every_n_epochs=1, save_on_train_epoch_end=True,
-                           enable_version_counter=False)
+    ckpt_dir = str(Path(out_dir) / "checkpoints")
+    common = dict(dirpath=ckpt_dir, filename=CKPT_NAME, save_last=False, save_top_k=1, enable_version_counter=False)
+    ckpts = [ModelCheckpoint(every_n_epochs=1, save_on_train_epoch_end=True, **common)]
+    if every_n_train_steps:
+        ckpts.append(ModelCheckpoint(every_n_train_steps=int(every_n_train_steps), save_on_train_epoch_end=False,
+                                     **common))
+    if loggers is None:
+        loggers = make_loggers(out_dir, LOG_NAME, wandb=wandb)
     trainer = L.Trainer(
         default_root_dir=str(out_dir),
         accelerator=accelerator,
-        devices=1,
+        devices=devices,
+        strategy=strategy,
+        num_nodes=num_nodes,
         precision=precision,
         max_epochs=max_epochs,
         max_steps=max_steps,
@@ -118,8 +153,9 @@ def make_trainer(
         enable_model_summary=False,
         gradient_clip_val=gradient_clip_val,
         log_every_n_steps=log_every_n_steps,
-        callbacks=[ckpt, *_callbacks(seed), *(callbacks or [])],
+        callbacks=[*ckpts, *_callbacks(seed), *(callbacks or [])],
         num_sanity_val_steps=0,
+        use_distributed_sampler=False,
     )
     trainer.cache_key = run_cache.cache_key(cache_config, seed)
     return trainer
@@ -130,34 +166,84 @@ def _first_line(err: Exception) -> str:
     return f"{type(err).__name__}: {text[0][:160] if text else ''}"
 
 
-def last_checkpoint(out_dir: str | Path) -> Path | None:
-    """The checkpoint to resume from, after checking that it loads; None when there is none."""
-    path = Path(out_dir) / "checkpoints" / f"{CKPT_NAME}.ckpt"
-    if not path.exists():
-        return None
+def _read_checkpoint(path: Path) -> dict:
     try:
-        torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - any failure to read is a corrupt checkpoint
         raise CheckpointError(
             f"checkpoint {path} is corrupted or unreadable ({_first_line(err)}). "
             f"Delete it to train from scratch, or restore it from a backup."
         ) from err
+
+
+def last_checkpoint(out_dir: str | Path) -> Path | None:
+    """The checkpoint to resume from, after checking that it loads; None when there is none."""
+    path = checkpoint_path(out_dir)
+    if not path.exists():
+        return None
+    _read_checkpoint(path)
     return path
+
+
+def _stale_reason(path: Path, key: dict) -> str | None:
+    """Why the checkpoint at `path` cannot be resumed by a run with `key` (None: it can)."""
+    stored = _read_checkpoint(path).get("cache_key")
+    if stored is not None:   # the key inside the checkpoint (every checkpoint carries it)
+        if stored.get("seed") != key.get("seed"):
+            return f"{path} was made with seed {stored.get('seed')}, this run has seed {key.get('seed')}"
+        if stored.get("config_hash") != key.get("config_hash"):
+            return (f"{path} was made with config hash {stored.get('config_hash')}, this run's is "
+                    f"{key.get('config_hash')}")
+    return run_cache.stale_reason(path, key)
+
+
+def _trim_csv(out_dir: Path, before_step: int | None) -> None:
+    """Keep the CSV log consistent with the checkpoint: rows of steps < `before_step` on resume
+    (steps after the checkpoint are trained again), none for a fresh run."""
+    import csv
+
+    path = Path(out_dir) / LOG_NAME / "metrics.csv"
+    if not path.is_file():
+        return
+    if before_step is None:
+        path.unlink()
+        return
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+        fields = list(rows[0]) if rows else []
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(r for r in rows if int(r["step"]) < before_step)
 
 
 def fit(trainer, module, train_dataloaders, val_dataloaders=None) -> Path | None:
     """`trainer.fit`, resuming from `last.ckpt` under the trainer's root when one exists and its key
     (seed, config hash) matches the trainer's; a stale one is deleted, with one logged line why.
 
+    A DataLoader with one of our samplers trains as a `ResumableDataLoader` (mid-epoch resume).
     Returns the checkpoint resumed from (None for a fresh run).
     """
+    import logging
+
+    loader = resumable(train_dataloaders)
+    if trainer.world_size > 1 and not is_sharded(loader):
+        raise ValueError(f"{trainer.world_size} processes need a sampler that shards itself: use "
+                         "shared.sampling.EpochSeededSampler or RandomBatchSampler")
     resume = last_checkpoint(trainer.default_root_dir)
     key = getattr(trainer, "cache_key", None)
-    if key is not None:
-        if resume is not None and not run_cache.reusable(resume, key, what=f"checkpoint under {trainer.default_root_dir}"):
-            resume.unlink()
+    if key is not None and resume is not None:
+        reason = _stale_reason(resume, key)
+        if reason is not None:
+            logging.getLogger("shared.run_cache").warning(
+                "checkpoint under %s: not reused, retraining: %s", trainer.default_root_dir, reason)
+            if trainer.is_global_zero:
+                resume.unlink()
             resume = None
-    trainer.fit(module, train_dataloaders=train_dataloaders, val_dataloaders=val_dataloaders,
+    if trainer.is_global_zero:
+        step = int(_read_checkpoint(resume).get("global_step", 0)) if resume else None
+        _trim_csv(Path(trainer.default_root_dir), step)
+    trainer.fit(module, train_dataloaders=loader, val_dataloaders=val_dataloaders,
                 ckpt_path=str(resume) if resume else None, weights_only=True)
     return resume
 

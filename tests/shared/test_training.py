@@ -82,18 +82,25 @@ def test_load_weights_from_lightning_checkpoint(tmp_path):
 
 
 def test_csv_and_offline_wandb_loggers(tmp_path, monkeypatch):
-    monkeypatch.setenv("WANDB_MODE", "offline")
+    from lightning.pytorch.loggers import CSVLogger, WandbLogger
+
+    monkeypatch.delenv("WANDB_MODE", raising=False)     # offline comes from the argument, not the env
     loggers = make_loggers(tmp_path, "toy", wandb="offline")
-    assert [type(lg).__name__ for lg in loggers] == ["CSVLogger", "WandbLogger"]
+    assert len(loggers) == 2 and isinstance(loggers[0], CSVLogger) and isinstance(loggers[1], WandbLogger)
     train(tmp_path / "run", 3, loggers=loggers)
     assert (tmp_path / "toy" / "metrics.csv").read_text().startswith(("epoch", "step", "train_loss"))
-    assert list((tmp_path / "wandb").glob("offline-run-*")), "wandb offline run folder missing"
+    runs = list((tmp_path / "wandb").glob("offline-run-*"))
+    assert runs, "wandb offline run folder missing"
+    assert list(runs[0].glob("run-*.wandb")), "no .wandb file for `wandb sync` to upload"
     assert not (tmp_path / "run" / "wandb").exists()
 
 
-def test_wandb_disabled_by_default(tmp_path):
+def test_wandb_disabled_by_default(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
     loggers = make_loggers(tmp_path, "toy")
-    assert [type(lg).__name__ for lg in loggers] == ["CSVLogger"]
+    assert len(loggers) == 1 and "CSV" in type(loggers[0]).__name__
+    monkeypatch.setenv("WANDB_MODE", "disabled")       # CI: the environment turns wandb off
+    assert len(make_loggers(tmp_path, "toy", wandb="offline")) == 1
     with pytest.raises(ValueError, match="valid"):
         make_loggers(tmp_path, "toy", wandb="cloud")
 
@@ -107,3 +114,64 @@ def test_sampler_depends_only_on_seed_and_epoch():
     assert list(s) == first and sorted(first) == list(range(10))
     s.set_epoch(3)
     assert list(s) != first
+
+
+class StepKilled(Regressor):
+    """Raises at optimiser step `kill_at_step` (mid-epoch), after a step checkpoint was written."""
+
+    def __init__(self, kill_at_step=None):
+        super().__init__()
+        self.kill_at_step = kill_at_step
+
+    def training_step(self, batch, i):
+        if self.kill_at_step is not None and self.global_step == self.kill_at_step:
+            raise Killed("simulated kill")
+        return super().training_step(batch, i)
+
+
+def train_steps(out, kill_at_step=None, every=3):
+    torch.manual_seed(0)
+    module = StepKilled(kill_at_step)
+    trainer = make_trainer(out, seed=0, max_epochs=3, progress=False, every_n_train_steps=every, log_every_n_steps=1)
+    return module, fit(trainer, module, loader())
+
+
+def test_killed_mid_epoch_resumes_to_the_same_weights_and_log(tmp_path):
+    ref, _ = train_steps(tmp_path / "ref")
+    with pytest.raises(Killed):
+        train_steps(tmp_path / "run", kill_at_step=7)          # epoch 1 of 4 batches each; checkpoint at step 6
+    ckpt = torch.load(last_checkpoint(tmp_path / "run"), weights_only=True)
+    assert ckpt["global_step"] == 6 and ckpt["cache_key"]["seed"] == 0
+    assert ckpt["loops"]["fit_loop"]["state_dict"]["combined_loader"] == [{"epoch": 1, "batches": 2}]
+    resumed, resumed_from = train_steps(tmp_path / "run")
+    assert resumed_from is not None
+    assert torch.equal(weights(ref), weights(resumed))
+    log = lambda d: (d / "logs" / "metrics.csv").read_text()  # noqa: E731
+    assert log(tmp_path / "run") == log(tmp_path / "ref") and log(tmp_path / "ref").count("\n") == 13
+
+
+def test_fresh_run_replaces_an_old_log(tmp_path):
+    train_steps(tmp_path / "run")
+    (tmp_path / "run" / "checkpoints" / "last.ckpt").unlink()
+    train_steps(tmp_path / "run")
+    assert (tmp_path / "run" / "logs" / "metrics.csv").read_text().count("\n") == 13
+
+
+def test_trainer_options_from_config():
+    from shared.training import trainer_options
+
+    cfg = {"trainer": {"accelerator": "cpu", "devices": 2, "strategy": "ddp", "num_nodes": 1,
+                       "every_n_train_steps": 5, "precision": None}, "logging": {"wandb": "offline"}}
+    assert trainer_options(cfg) == {"accelerator": "cpu", "devices": 2, "strategy": "ddp", "num_nodes": 1,
+                                    "every_n_train_steps": 5, "wandb": "offline"}
+    assert trainer_options({}) == {}
+    with pytest.raises(ValueError, match="unknown trainer keys"):
+        trainer_options({"trainer": {"gpus": 2}})
+
+
+def test_ddp_needs_a_sharding_sampler(tmp_path):
+    trainer = make_trainer(tmp_path, seed=0, max_epochs=1, progress=False, accelerator="cpu", devices=2,
+                           strategy="ddp")
+    plain = DataLoader(TensorDataset(torch.zeros(8, 4), torch.zeros(8, 1)), batch_size=4, shuffle=True)
+    with pytest.raises(ValueError, match="shards itself"):
+        fit(trainer, Regressor(), plain)
