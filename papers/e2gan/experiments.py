@@ -26,18 +26,20 @@ import torch
 
 from shared.assets import require_path
 from shared.config import config_hash
+from shared.run_cache import cache_key
 from shared.samples import combine, sample
 from shared.seeding import derive_seed
 
 from .data import load_image_folder, make_inputs, slug, split, teacher_pairs, to_images, to_tensor
 from .lora import GROUP_PREFIXES, adapter_state, add_lora, layer_groups, lora_param_count, state_bytes
-from .metrics import image_features, quality
+from .fd_net import EditFeatures, cached_edit_net, labelled_edits
+from .metrics import feature_fd, image_features, quality
 from .ranks import group_costs, matched_random_ranks
 from .models import CRUCIAL_GROUPS, E2GANGenerator, PatchDiscriminator, Pix2PixGenerator
 from .selection import nearest_to_centroids, random_subset
 from .teacher import CONCEPTS, InstructPix2PixTeacher, SkimageTeacher, families
 from .text import CLIPTextEncoder, HashedTextEncoder, pooled
-from .train import Pairs, predict, to_target, train_gan
+from .train import Pairs, eval_psnr, predict, to_target, train_gan
 
 FT_ARMS = ("full_ft", "lora_all", "lora_1x", "lora_4x", "lora_random", "lora_searched")
 SCRATCH_ARMS = ("pix2pix_scratch", "e2gan_scratch")
@@ -122,6 +124,14 @@ class Setup:
         return {**fid_kid(pred, to_images(test.y), self.inception), "clip_score": clip_score(pred, prompt, self.clip_path)}
 
     @property
+    def fd_features(self):
+        """The `fd` proxy's feature map: the cached edit classifier's penultimate layer (trained on first
+        use, see `fd_net`)."""
+        if not hasattr(self, "_fd_features"):
+            self._fd_features = edit_net(self)
+        return self._fd_features
+
+    @property
     def text_dim(self) -> int:
         return self.encoder.dim
 
@@ -149,8 +159,61 @@ class Setup:
         return dict(lr=lr, lr_d=t.lr, beta1=t.beta1, batch_size=t.batch_size, lambda_l1=t.lambda_l1)
 
 
-def evaluate(G, test: Pairs, fd_dims: int) -> dict:
-    return quality(predict(G, test), to_images(test.y), fd_dims)
+def evaluate(G, test: Pairs, setup: "Setup") -> dict:
+    """PSNR, SSIM and the `fd` proxy (in the edit classifier's features) against the teacher's outputs."""
+    return quality(predict(G, test), to_images(test.y), setup.cfg.fd_dims, setup.fd_features)
+
+
+# ----------------------------------------------------------------------------- the fd proxy's features
+def edit_net_data(setup: "Setup") -> tuple[np.ndarray, np.ndarray]:
+    """The classifier's data: the first `fd_net.images` training inputs, unedited (class 0, "identity")
+    and as the teacher edits them for each pool concept (the new concepts are not among them)."""
+    cfg = setup.cfg
+    pool = list(cfg.concepts.pool) or list(CONCEPTS)
+    inputs = setup.train_inputs[: cfg.fd_net.images]
+    seed = derive_seed(setup.seed, "teacher", "features")  # the clustering's edits (`edit_features`)
+    return labelled_edits(inputs, pool, lambda x, p: teacher_pairs(setup.teacher, x, p, seed,
+                                                                   setup.cache / "features"))
+
+
+def edit_net_key(setup: "Setup") -> dict:
+    cfg = setup.cfg
+    return cache_key({k: cfg[k] for k in ("data", "teacher", "fd_net")} | {"pool": list(cfg.concepts.pool)},
+                     setup.seed)
+
+
+def edit_net(setup: "Setup") -> EditFeatures:
+    n_classes = 1 + len(list(setup.cfg.concepts.pool) or list(CONCEPTS))
+    return cached_edit_net(setup.out / "checkpoints" / "fd_net" / "edit_net.pt", edit_net_key(setup),
+                           partial(edit_net_data, setup), n_classes, setup.cfg.fd_net,
+                           derive_seed(setup.seed, "fd net"))
+
+
+def fd_net(run) -> dict:
+    """Train (or reuse) the `fd` proxy's edit classifier; its accuracy on test inputs (every pool concept
+    and identity), and the proxy between half the teacher's test outputs of a new concept and the other
+    half as they are, unedited, blurred or noisy."""
+    from skimage.filters import gaussian
+
+    setup = Setup(run)
+    feats = setup.fd_features
+    cfg = run.cfg
+    pool = list(cfg.concepts.pool) or list(CONCEPTS)
+    test_in = setup.test_inputs
+    seed = derive_seed(run.seed, "teacher", "fd net test")
+    images, labels = labelled_edits(test_in, pool, lambda x, p: teacher_pairs(setup.teacher, x, p, seed,
+                                                                              setup.cache / "fd_test"))
+    concept = cfg.concepts.new[0]
+    test = setup.pairs(concept, "test")
+    y, x = to_images(test.y), to_images(test.x)
+    half = len(y) // 2
+    ref = y[:half]
+    degraded = {"same_concept": y[half:], "unedited": x[half:],
+                "blurred": np.stack([gaussian(im, sigma=1.0, channel_axis=-1) for im in y[half:]]),
+                "noisy": np.clip(y[half:] + np.random.default_rng(run.seed).normal(0, 0.1, y[half:].shape), 0, 1)}
+    return {"test_accuracy": feats.accuracy(images, labels), "n_classes": len(pool) + 1,
+            "chance": 1 / (len(pool) + 1), "concept": concept,
+            **{f"fd_{k}": feature_fd(v, ref, cfg.fd_dims, feats) for k, v in degraded.items()}}
 
 
 def seed_samples(df: pd.DataFrame, by: str, seeds, columns) -> dict:
@@ -177,8 +240,9 @@ def full_bytes(G) -> int:
 
 # ----------------------------------------------------------------------------- base models
 def base_kinds(cfg) -> tuple[str, ...]:
-    """clustered, random0 … random{n−1} (independent random draws), family, single."""
-    return ("clustered", *[f"random{j}" for j in range(cfg.base.random_draws)], "family", "single")
+    """clustered, random0 … random{n−1} (independent random draws), then `base.extra_kinds` (family,
+    single)."""
+    return ("clustered", *[f"random{j}" for j in range(cfg.base.random_draws)], *cfg.base.extra_kinds)
 
 
 def edit_features(setup: Setup, prompts: list[str]) -> np.ndarray:
@@ -221,7 +285,8 @@ def base_clustered(run) -> dict:
 
 
 def base_variants(run) -> dict:
-    """The ablation's other bases: `base.random_draws` draws of k random concepts, one family, one concept."""
+    """The ablation's other bases: `base.random_draws` draws of k random concepts, and `base.extra_kinds`
+    (one family, one concept)."""
     setup = Setup(run)
     return {kind: train_base(run, kind, setup) for kind in base_kinds(run.cfg)[1:]}
 
@@ -266,8 +331,8 @@ def train_base(run, kind: str, setup: Setup | None = None) -> dict:
                     "flops_per_step": flops}, tmp)
         tmp.replace(path)
     G.eval()
-    seen = {c: evaluate(G, setup.pairs(c, "test"), cfg.fd_dims)["psnr"] for c in concepts}
-    zero_shot = {c: evaluate(G, setup.pairs(c, "test"), cfg.fd_dims)["psnr"] for c in cfg.concepts.new}
+    seen = {c: eval_psnr(G, setup.pairs(c, "test")) for c in concepts}
+    zero_shot = {c: eval_psnr(G, setup.pairs(c, "test")) for c in cfg.concepts.new}
     return {"kind": kind, "concepts": concepts, "n_pairs": len(train), "steps": steps, "flops_per_step": flops,
             "train_flops": steps * flops, "psnr_seen": sample([np.mean(list(seen.values()))], "seed"),
             "psnr_new_zero_shot": sample([np.mean(list(zero_shot.values()))], "seed"),
@@ -357,22 +422,25 @@ def scratch_seed(index: int, run) -> dict:
 
 
 def lr_grid_scratch(run) -> dict:
-    """The lr policy of the fine-tuning arms, for the two scratch arms: each trains from scratch at every
-    lr of `lr_grid.lrs` for `lr_grid.scratch_steps` steps on the validation concept `concepts.search[0]`
-    and keeps the lr with the best test PSNR there."""
+    """The lr policy of the fine-tuning arms (`tune_lr`), for the two scratch arms: each trains from
+    scratch for `lr_grid.scratch_steps` steps per lr on the validation concept `concepts.search[0]` and
+    keeps the lr with the best test PSNR there."""
     setup, cfg = Setup(run), run.cfg
     concept = cfg.concepts.search[0]
     train, test = setup.pairs(concept, "train"), setup.pairs(concept, "test")
-    rows, flops = [], 0
+    rows, flops = [], [0]
+
+    def score(arm, lr):
+        torch.manual_seed(derive_seed(run.seed, "scratch init", arm, concept))
+        G = setup.pix2pix() if arm == "pix2pix_scratch" else setup.e2gan()
+        h = train_gan(G, setup.discriminator(), train, cfg.lr_grid.scratch_steps,
+                      seed=derive_seed(run.seed, "scratch", concept), **setup.train_kwargs(lora=False, lr=lr))
+        flops[0] += h["steps"] * h["flops_per_step"]
+        return eval_psnr(G, test)
+
     for arm in SCRATCH_ARMS:
-        for lr in cfg.lr_grid.lrs:
-            torch.manual_seed(derive_seed(run.seed, "scratch init", arm, concept))
-            G = setup.pix2pix() if arm == "pix2pix_scratch" else setup.e2gan()
-            h = train_gan(G, setup.discriminator(), train, cfg.lr_grid.scratch_steps,
-                          seed=derive_seed(run.seed, "scratch", concept), **setup.train_kwargs(lora=False, lr=lr))
-            flops += h["steps"] * h["flops_per_step"]
-            rows.append({"arm": arm, "lr": lr, "psnr": evaluate(G, test, cfg.fd_dims)["psnr"]})
-    return _lr_grid_result(run, rows, SCRATCH_ARMS, "e2gan_lr_grid_scratch", concept, flops)
+        rows += [{"arm": arm, **r} for r in tune_lr(partial(score, arm), cfg.lr_grid.lrs, cfg.lr_grid.extend)]
+    return _lr_grid_result(run, rows, SCRATCH_ARMS, "e2gan_lr_grid_scratch", concept, flops[0])
 
 
 def scratch_runs(run, seeds) -> dict:
@@ -394,7 +462,7 @@ def scratch_runs(run, seeds) -> dict:
                                  patience=sc.patience, min_delta=sc.min_delta, stop_at=target,
                                  **setup.train_kwargs(lora=False, lr=lrs[arm]))
                 torch.save(G.state_dict(), ckpt / f"{slug(concept)}_{arm}_s{seed}.pt")
-                row[arm] = {**evaluate(G, test, cfg.fd_dims), **setup.paper_metrics(G, test, concept),
+                row[arm] = {**evaluate(G, test, setup), **setup.paper_metrics(G, test, concept),
                             "curve": hist["curve"],
                             "seconds": hist["seconds"], "flops_per_step": hist["flops_per_step"],
                             "steps": hist["steps"], "trainable_params": hist["trainable_params"],
@@ -435,7 +503,7 @@ def search_ranks(setup: Setup, base: dict, sets, search_cfg, base_rank: int, see
             G, h = finetune(setup, base, "lora_searched", ranks, train, test, search_cfg.steps, seed,
                             concept=concept[0] if concept else "")
             flops[0] += h["steps"] * h["flops_per_step"]
-            vals.append(evaluate(G, test, fd_dims)["psnr"])
+            vals.append(eval_psnr(G, test))
         return float(np.mean(vals))
 
     ranks = {g: base_rank for g in CRUCIAL_GROUPS}
@@ -468,8 +536,28 @@ def _read_metrics(run, experiment: str) -> dict:
     return json.loads(path.read_text())
 
 
+def tune_lr(score, lrs, extend: int = 0) -> list[dict]:
+    """The lr policy of every arm: `score(lr)` (validation PSNR after the arm's fixed budget) at each lr
+    of the grid; while the best lr is the grid's lowest or highest, one more lr beyond it (the edge's
+    ratio to its neighbour again), at most `extend` times, so the value kept is inside what was tried
+    unless the extensions ran out. Rows {lr, psnr}, in the order tried."""
+    lrs = sorted(float(v) for v in lrs)
+    rows = [{"lr": lr, "psnr": float(score(lr))} for lr in lrs]
+    for _ in range(extend if len(lrs) > 1 else 0):
+        tried = sorted(r["lr"] for r in rows)
+        best = max(rows, key=lambda r: r["psnr"])["lr"]
+        if best == tried[-1]:
+            lr = tried[-1] * tried[-1] / tried[-2]
+        elif best == tried[0]:
+            lr = tried[0] * tried[0] / tried[1]
+        else:
+            break
+        rows.append({"lr": float(f"{lr:.3g}"), "psnr": float(score(float(f"{lr:.3g}")))})
+    return rows
+
+
 def lr_grid(run) -> dict:
-    """The same lr policy for every fine-tuning arm: each arm tries every lr of `lr_grid.lrs` with the
+    """The same lr policy (`tune_lr`) for every fine-tuning arm: each arm is scored at each lr with the
     same budget (`finetune.steps`) on the validation concept `concepts.search[0]` (not an evaluated
     one) and keeps the lr with the best test PSNR there."""
     setup, cfg = Setup(run), run.cfg
@@ -477,26 +565,33 @@ def lr_grid(run) -> dict:
     searched = _read_metrics(run, "rank_search")["ranks"]
     concept = cfg.concepts.search[0]
     train, test = setup.pairs(concept, "train"), setup.pairs(concept, "test")
-    rows, flops = [], 0
+    rows, flops = [], [0]
+
+    def score(arm, ranks, lr):
+        G, h = finetune(setup, base, arm, ranks, train, test, cfg.finetune.steps, run.seed, lr=lr, concept=concept)
+        flops[0] += h["steps"] * h["flops_per_step"]
+        return eval_psnr(G, test)
+
     for arm in FT_ARMS:
         ranks = arm_ranks(setup, arm, run.seed, concept, searched)
-        for lr in cfg.lr_grid.lrs:
-            G, h = finetune(setup, base, arm, ranks, train, test, cfg.finetune.steps, run.seed, lr=lr,
-                            concept=concept)
-            flops += h["steps"] * h["flops_per_step"]
-            rows.append({"arm": arm, "lr": lr, "psnr": evaluate(G, test, cfg.fd_dims)["psnr"]})
-    return _lr_grid_result(run, rows, FT_ARMS, "e2gan_lr_grid", concept, flops)
+        rows += [{"arm": arm, **r} for r in tune_lr(partial(score, arm, ranks), cfg.lr_grid.lrs, cfg.lr_grid.extend)]
+    return _lr_grid_result(run, rows, FT_ARMS, "e2gan_lr_grid", concept, flops[0])
 
 
 def _lr_grid_result(run, rows, arms, table, concept, flops) -> dict:
-    """Each arm's lr = the grid value with the best validation PSNR; the grid is saved as one row per arm."""
+    """Each arm's lr = the value with the best validation PSNR; `at_edge`: it is the lowest or highest
+    value the arm tried (not bracketed). The grid is saved as one row per arm ("–": not tried)."""
     df = pd.DataFrame(rows)
     chosen = {arm: float(g.loc[g["psnr"].idxmax(), "lr"]) for arm, g in df.groupby("arm", sort=False)}
+    at_edge = {arm: bool(chosen[arm] in (g["lr"].min(), g["lr"].max())) for arm, g in df.groupby("arm", sort=False)}
     wide = df.pivot(index="arm", columns="lr", values="psnr").loc[list(arms)]
     wide.columns = [f"psnr@lr={c:g}" for c in wide.columns]
-    wide["chosen_lr"] = [chosen[a] for a in wide.index]
-    run.save_table(wide.reset_index(), table, floatfmt=".4g")
-    return {"chosen": chosen, "concept": concept, "train_flops": flops, "grid": rows}
+    wide = wide.apply(lambda col: [f"{v:.4g}" if np.isfinite(v) else "–" for v in col])
+    wide["chosen_lr"] = [f"{chosen[a]:g}" for a in wide.index]
+    wide["at_edge"] = [at_edge[a] for a in wide.index]
+    run.save_table(wide.reset_index(), table)
+    return {"chosen": chosen, "at_edge": at_edge, "n_at_edge": int(sum(at_edge.values())), "concept": concept,
+            "train_flops": flops, "grid": rows}
 
 
 def _ci(values) -> str:
@@ -527,7 +622,7 @@ def concept_table(run) -> dict:
     rows, grid_models, changes, draws = [], {}, [], []
     for concept in cfg.concepts.new:
         train, test = setup.pairs(concept, "train"), setup.pairs(concept, "test")
-        floors = {"floor_zero_shot": zero_shot_quality(setup, base, test, cfg.fd_dims)}
+        floors = {"floor_zero_shot": zero_shot_quality(setup, base, test)}
         for seed in cfg.concepts.seeds:
             sc = scratch[f"{concept}|{seed}"]
             target = sc["target_psnr"]
@@ -553,7 +648,7 @@ def concept_table(run) -> dict:
                                   "matched": random_ranks(setup, searched, seed, concept)[1]})
                 G, hist = finetune(setup, base, arm, ranks, train, test, cfg.finetune.steps, seed,
                                    cfg.finetune.eval_every, lr=lrs["chosen"][arm], concept=concept)
-                rows.append({"concept": concept, "seed": seed, "arm": arm, **evaluate(G, test, cfg.fd_dims),
+                rows.append({"concept": concept, "seed": seed, "arm": arm, **evaluate(G, test, setup),
                              **setup.paper_metrics(G, test, concept),
                              "trainable_params": hist["trainable_params"], "stored_bytes": hist["stored_bytes"],
                              "flops_per_step": hist["flops_per_step"], "lr": lrs["chosen"][arm],
@@ -616,12 +711,12 @@ def concept_table(run) -> dict:
     }
 
 
-def zero_shot_quality(setup: Setup, base: dict, test: Pairs, fd_dims: int) -> dict:
+def zero_shot_quality(setup: Setup, base: dict, test: Pairs) -> dict:
     """The un-adapted base on a new concept: the floor every fine-tune must beat."""
     G = setup.e2gan()
     G.load_state_dict(base["G"])
     G.eval()
-    return evaluate(G, test, fd_dims)
+    return evaluate(G, test, setup)
 
 
 def flops_ratios(run, df: pd.DataFrame, seeds) -> dict:
@@ -700,39 +795,47 @@ def image_grid(run, setup: Setup, models: dict) -> None:
 
 
 def base_ablation(run) -> dict:
-    """Which base to adapt from: clustered concepts vs `base.random_draws` random draws, one family, one
-    concept (searched LoRA at its tuned lr, the first seed).
+    """Which base to adapt from: clustered concepts vs `base.random_draws` random draws (and
+    `base.extra_kinds`): the same searched-rank LoRA at its tuned lr, from every base, on every new
+    concept and seed (common random numbers: one seed gives every base the same minibatches).
 
-    The claim's sample is over the random draws: value j = clustered − random draw j, each the mean over
-    new concepts. There is one clustered base, so the interval holds the random draws' spread, not the
-    clustered base's own training noise."""
+    The claim's sample is over seeds, paired: value i = clustered − the mean of the random draws, at
+    seed i, each the mean over new concepts. The bases are trained once each (at the run's seed), so
+    the per-draw gaps (`clustered_minus_random_by_draw`) show how much the choice of random concepts
+    moves it."""
     setup, cfg = Setup(run), run.cfg
     searched = _read_metrics(run, "rank_search")["ranks"]
     lr = _read_metrics(run, "lr_grid")["chosen"]["lora_searched"]
-    seed = cfg.concepts.seeds[0]
+    seeds = list(cfg.concepts.seeds)
     kinds = base_kinds(cfg)
     rows = []
     for kind in kinds:
         base = load_base(run, setup, kind)
         for concept in cfg.concepts.new:
             train, test = setup.pairs(concept, "train"), setup.pairs(concept, "test")
-            G, _ = finetune(setup, base, "lora_searched", searched, train, test, cfg.finetune.steps, seed, lr=lr,
-                            concept=concept)
-            rows.append({"concept": concept, "seed": seed, "base": kind, **evaluate(G, test, cfg.fd_dims)})
+            for seed in seeds:
+                G, _ = finetune(setup, base, "lora_searched", searched, train, test, cfg.finetune.steps, seed,
+                                lr=lr, concept=concept)
+                rows.append({"concept": concept, "seed": seed, "base": kind, **evaluate(G, test, setup)})
     df = pd.DataFrame(rows)
-    wide = df.pivot(index="concept", columns="base", values="psnr")[list(kinds)].reset_index()
-    per = seed_samples(df, "base", [seed], ("psnr", "ssim", "fd"))
-    wide.loc[len(wide)] = ["mean", *[per[k]["psnr"]["mean"] for k in kinds]]
+    per = seed_samples(df, "base", seeds, ("psnr", "ssim", "fd"))
+    wide = df.groupby(["concept", "base"], sort=False)["psnr"].mean().unstack("base")[list(kinds)]
+    wide = wide.loc[list(cfg.concepts.new)].reset_index()
+    wide.loc[len(wide)] = ["mean over concepts", *[per[k]["psnr"]["mean"] for k in kinds]]
+    wide.loc[len(wide)] = ["90 % CI over seeds", *[_ci(per[k]["psnr"]["values"]) for k in kinds]]
     run.save_table(wide, "e2gan_base_ablation")
     run.save_table(df, "e2gan_base_ablation_runs")
     randoms = [k for k in kinds if k.startswith("random")]
-    clustered = per["clustered"]["psnr"]["mean"]
+    clustered = per["clustered"]["psnr"]
+    mean_random = combine([per[k]["psnr"] for k in randoms], lambda *v: float(np.mean(v)))
     others = [k for k in kinds if k != "clustered"]
-    clustered_wins = int(sum(wide.iloc[i]["clustered"] >= wide.iloc[i][others].max() for i in range(len(wide) - 1)))
+    n_concepts = len(cfg.concepts.new)
+    clustered_wins = int(sum(wide.iloc[i]["clustered"] >= wide.iloc[i][others].max() for i in range(n_concepts)))
     return {"bases": {k: per[k] for k in kinds},
-            "random_draws_psnr": sample([per[k]["psnr"]["mean"] for k in randoms], "seed"),
-            "clustered_minus_random_psnr_db": sample([clustered - per[k]["psnr"]["mean"] for k in randoms], "seed"),
-            "concepts_where_clustered_best": clustered_wins, "n_concepts": len(cfg.concepts.new)}
+            "random_draws_psnr": mean_random,
+            "clustered_minus_random_psnr_db": difference(clustered, mean_random),
+            "clustered_minus_random_by_draw": {k: difference(clustered, per[k]["psnr"]) for k in randoms},
+            "concepts_where_clustered_best": clustered_wins, "n_concepts": n_concepts}
 
 
 def subset_steps(epochs: float, m: int, batch_size: int) -> int:
@@ -742,36 +845,43 @@ def subset_steps(epochs: float, m: int, batch_size: int) -> int:
 
 def data_size_curve(run) -> dict:
     """Searched-rank LoRA on the m samples nearest k-means centroids of standardised image features, vs m
-    random ones. Every subset trains for the same number of epochs (`data_curve.epochs`), so its FLOPs
-    are proportional to m: a smaller subset is cheaper, not merely resampled more often."""
+    random ones (a fresh random subset per seed), on every new concept and seed. Every subset trains
+    for the same number of epochs (`data_curve.epochs`), so its FLOPs are proportional to m: a smaller
+    subset is cheaper, not merely resampled more often."""
     import matplotlib.pyplot as plt
 
     setup, cfg = Setup(run), run.cfg
     base = load_base(run, setup, "clustered")
     searched = _read_metrics(run, "rank_search")["ranks"]
     lr = _read_metrics(run, "lr_grid")["chosen"]["lora_searched"]
-    seed = cfg.concepts.seeds[0]
+    seeds = list(cfg.concepts.seeds)
     feats = image_features(setup.train_inputs)
     n = len(setup.train_inputs)
     sizes = [m for m in cfg.data_curve.sizes if m < n] + [n]
+    kmeans = {m: nearest_to_centroids(feats, m, run.seed) for m in sizes if m < n}
     rows = []
     for concept in cfg.data_curve.concepts or cfg.concepts.new:
         train, test = setup.pairs(concept, "train"), setup.pairs(concept, "test")
-        for m in sizes:
-            steps = subset_steps(cfg.data_curve.epochs, m, cfg.train.batch_size)
-            for method in ("kmeans", "random"):
-                if m == n and method == "random":
-                    continue
-                idx = (list(range(n)) if m == n else nearest_to_centroids(feats, m, seed) if method == "kmeans"
-                       else random_subset(n, m, derive_seed(seed, "data subset", m)))
-                G, h = finetune(setup, base, "lora_searched", searched, train.subset(idx), test, steps, seed,
-                                lr=lr, concept=concept)
-                q = evaluate(G, test, cfg.fd_dims)
-                rows += [{"concept": concept, "m": m, "method": meth, "steps": steps,
-                          "train_flops": steps * h["flops_per_step"], **q}
-                         for meth in (["kmeans", "random"] if m == n else [method])]
+        for seed in seeds:
+            for m in sizes:
+                steps = subset_steps(cfg.data_curve.epochs, m, cfg.train.batch_size)
+                for method in ("kmeans", "random"):
+                    if m == n and method == "random":
+                        continue
+                    idx = (list(range(n)) if m == n else kmeans[m] if method == "kmeans"
+                           else random_subset(n, m, derive_seed(seed, "data subset", m)))
+                    G, h = finetune(setup, base, "lora_searched", searched, train.subset(idx), test, steps, seed,
+                                    lr=lr, concept=concept)
+                    q = evaluate(G, test, setup)
+                    rows += [{"concept": concept, "seed": seed, "m": m, "method": meth, "steps": steps,
+                              "train_flops": steps * h["flops_per_step"], **q}
+                             for meth in (["kmeans", "random"] if m == n else [method])]
     df = pd.DataFrame(rows)
-    mean = df.groupby(["method", "m"]).mean(numeric_only=True).reset_index()
+    mean = df.drop(columns=["concept", "seed"]).groupby(["method", "m"]).mean(numeric_only=True).reset_index()
+    per = {(meth, m): sample(g.groupby("seed")["psnr"].mean().loc[seeds], "seed")
+           for (meth, m), g in df.groupby(["method", "m"])}
+    mean["psnr_ci90_over_seeds"] = [_ci(per[(r.method, r.m)]["values"]) for r in mean.itertuples()]
+    mean["n_seeds"] = len(seeds)
     run.save_table(mean, "e2gan_data_size")
     fig, ax = plt.subplots(figsize=(4, 3))
     for method, g in mean.groupby("method"):
@@ -781,12 +891,12 @@ def data_size_curve(run) -> dict:
     ax.set_ylabel("PSNR vs teacher (dB)")
     ax.legend()
     run.save_figure(fig, "e2gan_data_size")
-    # one fine-tune per (concept, m, method) at the first seed: one-seed samples
-    curve = {method: {str(int(r.m)): sample([r.psnr], "seed") for r in g.itertuples()}
-             for method, g in mean.groupby("method")}
+    curve = {meth: {str(int(m)): per[(meth, m)] for (mm, m) in per if mm == meth} for meth in ("kmeans", "random")}
     small = str(sizes[0])
     return {"psnr": curve, "sizes": sizes, "kmeans_minus_random_smallest_m_db":
-            difference(curve["kmeans"][small], curve["random"][small])}
+            difference(curve["kmeans"][small], curve["random"][small]),
+            "all_minus_kmeans_by_m_db": {str(m): difference(curve["kmeans"][str(n)], curve["kmeans"][str(m)])
+                                         for m in sizes[:-1]}}
 
 
 def synchronize(device: torch.device) -> None:
@@ -838,6 +948,7 @@ def latency_table(run) -> dict:
 
 
 EXPERIMENTS = {
+    "fd_net": fd_net,
     "base_clustered": base_clustered,
     "base_variants": base_variants,
     **{f"scratch_s{i}": partial(scratch_seed, i) for i in range(N_SCRATCH_JOBS)},

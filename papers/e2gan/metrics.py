@@ -1,8 +1,9 @@
 """Quality against the teacher: PSNR, SSIM, and a feature Fréchet distance (the FID proxy, smoke/tiny);
 at full, FID and KID in InceptionV3 features and CLIP score (torchmetrics, weights from local paths).
 
-Features (the CPU stand-in for Inception/CLIP): an 8-bin HSV histogram per channel, HOG and a
-uniform-LBP histogram of the gray image. The Fréchet distance is computed after a PCA fitted on the
+The proxy's features are the penultimate activations of a small CNN trained here to tell the
+teacher's edits apart (`fd_net`); `image_features` (HSV histograms, HOG, LBP) describe what an edit
+does for clustering concepts and data. The Fréchet distance is computed after a PCA fitted on the
 teacher's outputs:  FD = ‖μ₁ − μ₂‖² + Tr(Σ₁ + Σ₂ − 2 (Σ₁ Σ₂)^½).
 """
 from __future__ import annotations
@@ -47,19 +48,20 @@ def frechet_distance(mu1, sigma1, mu2, sigma2) -> float:
     return float(((mu1 - mu2) ** 2).sum() + np.trace(sigma1 + sigma2 - 2 * covmean))
 
 
-def feature_fd(pred: np.ndarray, target: np.ndarray, dims: int = 16) -> float:
-    """Fréchet distance between features of `pred` and `target`, in a PCA space fitted on `target`."""
+def feature_fd(pred: np.ndarray, target: np.ndarray, dims: int = 16, features=image_features) -> float:
+    """Fréchet distance between `features` of `pred` and `target`, in a PCA space fitted on `target`."""
     from sklearn.decomposition import PCA
 
-    ft, fp = image_features(target), image_features(pred)
+    ft, fp = features(target), features(pred)
     pca = PCA(n_components=min(dims, len(ft) - 1, ft.shape[1]), random_state=0).fit(ft)
     a, b = pca.transform(ft), pca.transform(fp)
     cov = lambda f: np.atleast_2d(np.cov(f, rowvar=False))  # noqa: E731
     return frechet_distance(a.mean(0), cov(a), b.mean(0), cov(b))
 
 
-def quality(pred: np.ndarray, target: np.ndarray, fd_dims: int = 16) -> dict:
-    return {"psnr": psnr(pred, target), "ssim": ssim(pred, target), "fd": feature_fd(pred, target, fd_dims)}
+def quality(pred: np.ndarray, target: np.ndarray, fd_dims: int = 16, features=image_features) -> dict:
+    return {"psnr": psnr(pred, target), "ssim": ssim(pred, target),
+            "fd": feature_fd(pred, target, fd_dims, features)}
 
 
 # ----------------------------------------------------------------------------- the paper's metrics (full)

@@ -1,8 +1,9 @@
-# E2GAN: base models, scratch baselines, rank search, lr grid, per-concept table, base ablation, data-size curve, latency.
+# E2GAN: the fd proxy's feature net, base models, scratch baselines, rank search, lr grid, per-concept table, base ablation, data-size curve, latency.
 X = f"{RESULTS}/e2gan"
 E2GAN_CFG = "papers/e2gan/config.yaml"
 E2GAN_SCRATCH = [f"{X}/metrics/scratch_s{i}.json" for i in range(3)]  # one job per seed (experiments.N_SCRATCH_JOBS)
-E2GAN_EXPERIMENTS = ["base_clustered", "base_variants", "lr_grid_scratch", "scratch_s0", "scratch_s1", "scratch_s2", "rank_search", "lr_grid", "concept_table",
+E2GAN_FD = f"{X}/metrics/fd_net.json"  # the fd proxy's feature net: every job that reports `fd` waits for it
+E2GAN_EXPERIMENTS = ["fd_net", "base_clustered", "base_variants", "lr_grid_scratch", "scratch_s0", "scratch_s1", "scratch_s2", "rank_search", "lr_grid", "concept_table",
                      "base_ablation", "data_size_curve", "latency_table"]
 PAPER_METRICS["e2gan"] = [f"{X}/metrics/{e}.json" for e in E2GAN_EXPERIMENTS]
 PAPER_TARGETS.extend(prov(
@@ -13,10 +14,26 @@ PAPER_TARGETS.extend(prov(
     f"{X}/figures/e2gan_data_size.png", f"{X}/tables/e2gan_data_size.md", f"{X}/tables/e2gan_latency.md"))
 
 
+
+def e2gan_bench(name):
+    """Per-job wall and CPU seconds (snakemake's benchmark: s, cpu_time), for the budget."""
+    return f"{X}/benchmarks/{name}.tsv"
+
+
+rule e2gan_fd_net:
+    input: E2GAN_CFG
+    output: prov(E2GAN_FD)
+    benchmark: e2gan_bench("fd_net")
+    priority: 20  # the scratch jobs wait for it
+    threads: 1
+    shell: experiment_cmd("e2gan", "fd_net")
+
+
 rule e2gan_base_model:
     input: E2GAN_CFG
     output: prov(f"{X}/metrics/base_clustered.json")
     priority: 30  # on the critical path to the concept table
+    benchmark: e2gan_bench("base_clustered")
     threads: 1
     shell: experiment_cmd("e2gan", "base_clustered")
 
@@ -24,6 +41,7 @@ rule e2gan_base_model:
 rule e2gan_base_variants:
     input: E2GAN_CFG
     output: prov(f"{X}/metrics/base_variants.json")
+    benchmark: e2gan_bench("base_variants")
     threads: 1
     shell: experiment_cmd("e2gan", "base_variants")
 
@@ -32,30 +50,34 @@ rule e2gan_lr_grid_scratch:
     input: E2GAN_CFG
     output: prov(f"{X}/metrics/lr_grid_scratch.json", f"{X}/tables/e2gan_lr_grid_scratch.csv", f"{X}/tables/e2gan_lr_grid_scratch.md")
     priority: 30  # the scratch jobs wait for it
+    benchmark: e2gan_bench("lr_grid_scratch")
     threads: 1
     shell: experiment_cmd("e2gan", "lr_grid_scratch")
 
 
 rule e2gan_scratch_s0:
-    input: E2GAN_CFG, f"{X}/metrics/lr_grid_scratch.json"
+    input: E2GAN_CFG, f"{X}/metrics/lr_grid_scratch.json", E2GAN_FD
     output: prov(f"{X}/metrics/scratch_s0.json")
     priority: 20  # the longest jobs: start them first
+    benchmark: e2gan_bench("scratch_s0")
     threads: 1
     shell: experiment_cmd("e2gan", "scratch_s0")
 
 
 rule e2gan_scratch_s1:
-    input: E2GAN_CFG, f"{X}/metrics/lr_grid_scratch.json"
+    input: E2GAN_CFG, f"{X}/metrics/lr_grid_scratch.json", E2GAN_FD
     output: prov(f"{X}/metrics/scratch_s1.json")
     priority: 20  # the longest jobs: start them first
+    benchmark: e2gan_bench("scratch_s1")
     threads: 1
     shell: experiment_cmd("e2gan", "scratch_s1")
 
 
 rule e2gan_scratch_s2:
-    input: E2GAN_CFG, f"{X}/metrics/lr_grid_scratch.json"
+    input: E2GAN_CFG, f"{X}/metrics/lr_grid_scratch.json", E2GAN_FD
     output: prov(f"{X}/metrics/scratch_s2.json")
     priority: 20  # the longest jobs: start them first
+    benchmark: e2gan_bench("scratch_s2")
     threads: 1
     shell: experiment_cmd("e2gan", "scratch_s2")
 
@@ -64,6 +86,7 @@ rule e2gan_rank_search:
     input: E2GAN_CFG, f"{X}/metrics/base_clustered.json"
     output: prov(f"{X}/metrics/rank_search.json")
     priority: 25  # on the critical path to the concept table
+    benchmark: e2gan_bench("rank_search")
     threads: 1
     shell: experiment_cmd("e2gan", "rank_search")
 
@@ -72,12 +95,13 @@ rule e2gan_lr_grid:
     input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json"
     output: prov(f"{X}/metrics/lr_grid.json", f"{X}/tables/e2gan_lr_grid.csv", f"{X}/tables/e2gan_lr_grid.md")
     priority: 25  # on the critical path to the concept table
+    benchmark: e2gan_bench("lr_grid")
     threads: 1
     shell: experiment_cmd("e2gan", "lr_grid")
 
 
 rule e2gan_concept_table:
-    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json", *E2GAN_SCRATCH, f"{X}/metrics/lr_grid.json"
+    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json", *E2GAN_SCRATCH, f"{X}/metrics/lr_grid.json", E2GAN_FD
     output:
         prov(f"{X}/metrics/concept_table.json", f"{X}/tables/e2gan_concept_table.csv", f"{X}/tables/e2gan_concept_table.md",
              f"{X}/tables/e2gan_concept_runs.csv", f"{X}/tables/e2gan_concept_runs.md",
@@ -86,24 +110,27 @@ rule e2gan_concept_table:
              f"{X}/tables/e2gan_random_ranks.csv", f"{X}/tables/e2gan_random_ranks.md",
              f"{X}/figures/e2gan_image_grid.png", f"{X}/figures/e2gan_image_grid.pdf")
     priority: 10  # on the critical path to the concept table
+    benchmark: e2gan_bench("concept_table")
     threads: 1
     shell: experiment_cmd("e2gan", "concept_table")
 
 
 rule e2gan_base_ablation_table:
-    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/base_variants.json", f"{X}/metrics/rank_search.json", f"{X}/metrics/lr_grid.json"
+    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/base_variants.json", f"{X}/metrics/rank_search.json", f"{X}/metrics/lr_grid.json", E2GAN_FD
     output:
         prov(f"{X}/metrics/base_ablation.json", f"{X}/tables/e2gan_base_ablation.csv", f"{X}/tables/e2gan_base_ablation.md",
              f"{X}/tables/e2gan_base_ablation_runs.csv", f"{X}/tables/e2gan_base_ablation_runs.md")
+    benchmark: e2gan_bench("base_ablation")
     threads: 1
     shell: experiment_cmd("e2gan", "base_ablation")
 
 
 rule e2gan_data_size_figure:
-    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json", f"{X}/metrics/lr_grid.json"
+    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json", f"{X}/metrics/lr_grid.json", E2GAN_FD
     output:
         prov(f"{X}/metrics/data_size_curve.json", f"{X}/figures/e2gan_data_size.png", f"{X}/figures/e2gan_data_size.pdf",
              f"{X}/tables/e2gan_data_size.csv", f"{X}/tables/e2gan_data_size.md")
+    benchmark: e2gan_bench("data_size_curve")
     threads: 1
     shell: experiment_cmd("e2gan", "data_size_curve")
 
@@ -111,5 +138,6 @@ rule e2gan_data_size_figure:
 rule e2gan_latency_table:
     input: E2GAN_CFG
     output: prov(f"{X}/metrics/latency_table.json", f"{X}/tables/e2gan_latency.csv", f"{X}/tables/e2gan_latency.md")
+    benchmark: e2gan_bench("latency_table")
     threads: 1
     shell: experiment_cmd("e2gan", "latency_table")
