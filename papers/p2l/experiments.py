@@ -10,8 +10,10 @@ ablation      prompt tuning / projection on and off, proximal vs gluing, K and �
 
 Per-image metrics are written as `shared.samples.sample(values, "image")`: every method sees the same
 test images in the same order, the same measurement noise and the same initial latents (batch b is
-seeded run.seed + b), so samples of two methods pair by image. The FD proxy is one number per run
-(`sample([fd], "seed")`), wall times too; NFE counts are exact numbers.
+seeded run.seed + b), so samples of two methods pair by image. With `data.noise_seeds` = k > 1 each
+image is solved under k noise draws (in one batch) and its value is the mean over the draws: the
+images are the independent units (n = n_test), the draws are repeated measurements of one unit.
+The FD proxy is one number per run (`sample([fd], "seed")`), wall times too; NFE counts are exact.
 """
 from __future__ import annotations
 
@@ -92,8 +94,9 @@ def train_prior(run) -> dict:
         tv[attr] = 0.5 * float(sum(abs((null_pred[:, j] == k).mean() - 1 / len(values)) for k in range(len(values))))
     run.save_figure(prior_figure(test["images"], x_cond, x_null, n=16), "prior_samples")
     return {"vae_rec_psnr": float(M.psnr(rec, test["images"]).mean()), "latent_scale": scale,
-            "classifier_real": {a: sample(real[:, j], "image") for j, a in enumerate(names)},
-            "conditional": {a: sample(cond[:, j], "image") for j, a in enumerate(names)},
+            # per-image hits (0/1): the ledger decides them by the exact binomial interval
+            "classifier_real": {a: sample(real[:, j], "image", binary=True) for j, a in enumerate(names)},
+            "conditional": {a: sample(cond[:, j], "image", binary=True) for j, a in enumerate(names)},
             "null_frequency": null_freq, "data_frequency": {a: 1 / len(v) for a, v in ATTRIBUTES.items()},
             "null_tv_distance": tv, "guidance": chk.guidance, "sample_steps": chk.steps, "n": chk.n,
             "train_wall_s": {"classifier": t_clf - start, "vae": t_vae - t_clf, "ldm": t_ldm - t_vae}}
@@ -158,7 +161,7 @@ def method_hparams(cfg, method: str) -> dict:
     return hp
 
 
-VECTOR_HPARAMS = ("rho", "gamma_gml", "gamma_glue")   # may be per-image tensors: a tuning grid as one batch
+VECTOR_HPARAMS = ("rho", "gamma_gml", "gamma_glue", "prompt_lr")   # may be per-image: a tuning grid as one batch
 
 
 def _solve_batches(method, y, op, ldm, cfg, seed, captions, repeats: int = 1, **hp):
@@ -225,9 +228,9 @@ def tuning_grid(cfg, method: str) -> list[dict]:
 def tune(cfg, method, task, op, ldm, val, seed, base: dict | None = None,
          extra_axes: bool = True) -> tuple[dict, list[dict]]:
     """Equal budget: each method tries its grid (`tuning_grid`) on the validation split and keeps the
-    point of best mean SSIM. Grid points that differ only in ρ/γ are solved as one batch (per-image
-    weights, the same z_T per image), which gives the same reconstructions as solving them one by one.
-    The other axes (P2L's prompt_lr) beyond their first value are tried at the best ρ/γ only."""
+    point of best mean SSIM. Grid points that differ only in ρ, γ or prompt_lr are solved as one batch
+    (per-image values, the same z_T per image), which gives the same reconstructions as solving them
+    one by one; any other axis splits the grid into one batch per value."""
     y = op.measure(val["images"], seed)
     n = len(val["images"])
     grid = tuning_grid(cfg, method if extra_axes else None)
@@ -236,12 +239,7 @@ def tune(cfg, method, task, op, ldm, val, seed, base: dict | None = None,
         key = tuple((k, v) for k, v in point.items() if k not in VECTOR_HPARAMS)
         groups.setdefault(key, []).append(point)
     rows = []
-    # the first value of the non-batchable axes (prompt_lr) sees the whole ρ/γ grid; its other values
-    # are tried at the best ρ/γ point found there (coordinate-wise, to keep P2L's tuning cost bounded)
-    for gi, (key, points) in enumerate(groups.items()):
-        if gi > 0:
-            first = max(rows, key=lambda r: r["val_ssim"])
-            points = [{**p, **{k: first[k] for k in VECTOR_HPARAMS if k in p}} for p in points[:1]]
+    for key, points in groups.items():
         hp = {**method_hparams(cfg, method), **(base or {}), **dict(key)}
         for k in VECTOR_HPARAMS:
             if k in points[0]:
@@ -292,6 +290,13 @@ def held_out_problem(cfg, task: str, seed: int) -> tuple:
     return op, test, y
 
 
+def per_image_mean(values, k: int) -> np.ndarray:
+    """Values of k stacked noise draws (seed-major, as `held_out_problem` stacks them) averaged per
+    image: one value per independent unit."""
+    v = np.asarray(values, dtype=float)
+    return v.reshape(k, len(v) // k).mean(0)
+
+
 def main_task(run, task: str) -> dict:
     cfg = run.cfg
     ldm, clf = load_prior(cfg, run.out), load_classifier(cfg, run.out)
@@ -318,7 +323,10 @@ def main_task(run, task: str) -> dict:
                   "residual": M.per_image_residual(op, x, y), **record_scores(records)}
         if clf is not None:
             scores["attr_acc"] = M.attribute_accuracy(clf, x, test["labels"])
-        out[m] = {k: sample(v, "image") for k, v in scores.items()}
+        k = int(cfg.data.noise_seeds)
+        out[m] = {key: sample(per_image_mean(v, k), "image") for key, v in scores.items()}
+        # the first noise draw alone (what the ablation and the 250-step check solve)
+        out[m]["first_draw"] = {key: sample(np.asarray(scores[key])[:len(gt) // k], "image") for key in ("psnr", "ssim")}
         if clf is not None:
             feat = M.features(clf, x)
             fd_boots[m] = np.array([M.frechet_distance(feat[i], ref_feat) for i in idx])
@@ -342,6 +350,8 @@ def main_task(run, task: str) -> dict:
         if a in out and b in out:
             diffs[f"{a}_minus_{b}"] = {k: combine([v, out[b][k]], lambda u, w: u - w)
                                        for k, v in out[a].items() if is_sample(v) and v["unit"] == "image"}
+            diffs[f"{a}_minus_{b}"]["first_draw"] = {k: combine([v, out[b]["first_draw"][k]], lambda u, w: u - w)
+                                                     for k, v in out[a]["first_draw"].items()}
             if a in fd_boots:
                 diffs[f"{a}_minus_{b}"]["fd"] = combine([out[a]["fd"], out[b]["fd"]], lambda u, v: u - v)
                 diffs[f"{a}_minus_{b}"]["fd_bootstrap_ci"] = M.percentile_interval(fd_boots[a] - fd_boots[b])
@@ -350,7 +360,8 @@ def main_task(run, task: str) -> dict:
     run.save_figure(fig, f"grid_{task}")
     gt_hf = M.high_frequency_energy(gt).mean()
     return {"task": task, "methods": out, "paired": diffs, "gt_hf_energy": float(gt_hf), "sigma_y": cfg.solve.sigma_y,
-            "steps": cfg.solve.steps, "n_test": len(gt)}
+            "steps": cfg.solve.steps, "n_test": len(gt) // int(cfg.data.noise_seeds),
+            "noise_seeds": int(cfg.data.noise_seeds)}
 
 
 def _show(ax, img):
@@ -389,7 +400,8 @@ def main_table(run) -> dict:
     for task, res in parts.items():
         for m in methods:
             r = res["methods"][m]
-            row = {"task": TASK_NAMES.get(task, task), "method": m, "n": r["ssim"]["n"]}
+            row = {"task": TASK_NAMES.get(task, task), "method": m, "n": r["ssim"]["n"],
+                   "noise draws": res.get("noise_seeds", 1)}
             for k in ("psnr", "ssim", "attr_acc", "fd"):
                 if k in r:
                     row[k] = cell(r[k])
@@ -530,10 +542,12 @@ def floors(run) -> dict:
     out, rows, standing = {}, [], []
     for task in cfg.main_tasks:
         op, gt, y, arms = floor_images(cfg, task, run.seed)
-        out[task] = {arm: {"ssim": sample(M.ssim(x, gt), "image"), "psnr": sample(M.psnr(x, gt), "image"),
-                           "residual": sample(M.per_image_residual(op, x, y), "image")} for arm, x in arms.items()}
+        k = int(cfg.data.noise_seeds)   # per image, the mean over its noise draws (as in main_task)
+        out[task] = {arm: {key: sample(per_image_mean(v, k), "image") for key, v in
+                           (("ssim", M.ssim(x, gt)), ("psnr", M.psnr(x, gt)),
+                            ("residual", M.per_image_residual(op, x, y)))} for arm, x in arms.items()}
         out[task]["least_squares_solve"] = least_squares_solve(op, hp["lam"], hp["cg_iters"])
-        row = {"task": TASK_NAMES.get(task, task), "n": len(gt)}
+        row = {"task": TASK_NAMES.get(task, task), "n": len(gt) // k, "noise draws": k}
         for arm in FLOOR_ARMS:
             row.update({f"{arm} ssim": cell(out[task][arm]["ssim"]), f"{arm} psnr": cell(out[task][arm]["psnr"])})
         row["least_squares solve"] = out[task]["least_squares_solve"]
@@ -634,7 +648,7 @@ def steps_check(run) -> dict:
         hp = {**method_hparams(cfg, m), **tuned[m]["tuned"]}
         x, nfe, wall, *_ = _solve_batches(m, y, op, ldm, _with_steps(cfg, int(chk.steps)), run.seed, caps, **hp)
         out[m] = {"ssim": sample(M.ssim(x, gt), "image"), "psnr": sample(M.psnr(x, gt), "image"), "nfe": nfe}
-        short = np.asarray(tuned[m]["ssim"]["values"][:n])
+        short = np.asarray(tuned[m]["first_draw"]["ssim"]["values"][:n])   # the same images and noise draw
         rows.append({"task": TASK_NAMES.get(task, task), "method": m, "n": n,
                      f"ssim at {cfg.solve.steps} steps": f"{short.mean():.3f}",
                      f"ssim at {chk.steps} steps": cell(out[m]["ssim"]), "nfe": nfe})

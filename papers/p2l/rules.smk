@@ -7,6 +7,11 @@ P2L_TASKS = list(P2L_CFG["main_tasks"])
 P2L_PRIOR = [] if P2L_CFG["full"]["sd_path"] else [f"{P2L}/metrics/train_prior.json"]
 P2L_PARTS = [f"{P2L}/metrics/main_{t}.json" for t in P2L_TASKS]
 
+def p2l_bench(name):
+    """Per-job wall and CPU seconds (snakemake's benchmark: s, cpu_time), for the budget."""
+    return f"{P2L}/benchmarks/{name}.tsv"
+
+
 PAPER_METRICS["p2l"] = P2L_PRIOR + P2L_PARTS + [f"{P2L}/metrics/main_table.json", f"{P2L}/metrics/floors.json",
                                                  f"{P2L}/metrics/ablation.json", f"{P2L}/metrics/steps_check.json"]
 PAPER_TARGETS.extend(prov(
@@ -22,6 +27,7 @@ PAPER_TARGETS.extend(prov(
 rule p2l_prior:
     input: "papers/p2l/config.yaml"
     output: prov(f"{P2L}/metrics/train_prior.json", f"{P2L}/figures/prior_samples.png", f"{P2L}/figures/prior_samples.pdf")
+    benchmark: p2l_bench("prior")
     threads: 1
     shell: experiment_cmd("p2l", "train_prior")
 
@@ -33,6 +39,7 @@ rule p2l_task_solutions:
              *[f"{P2L}/figures/{k}_{{task}}.{e}" for k in ("grid", "tuning") for e in ("png", "pdf")],
              *[f"{P2L}/tables/{k}_{{task}}.{e}" for k in ("tuning", "per_image") for e in ("csv", "md")])
     wildcard_constraints: task="|".join(P2L_TASKS)
+    benchmark: p2l_bench("main_{task}")
     threads: 1
     shell: experiment_cmd("p2l", "main_{wildcards.task}")
 
@@ -44,6 +51,7 @@ rule p2l_main_table:
              *[f"{P2L}/tables/{k}.{e}" for k in ("main_table", "main_table_wide", "runtime_nfe", "artifacts_range")
                for e in ("csv", "md")],
              *[f"{P2L}/figures/{k}.{e}" for k in ("prompt_trajectory", "off_range") for e in ("png", "pdf")])
+    benchmark: p2l_bench("main_table")
     threads: 1
     shell: experiment_cmd("p2l", "main_table")
 
@@ -55,6 +63,7 @@ rule p2l_floors_table:
     output:
         prov(f"{P2L}/metrics/floors.json",
              *[f"{P2L}/tables/{k}.{e}" for k in ("floors", "floors_standing") for e in ("csv", "md")])
+    benchmark: p2l_bench("floors")
     threads: 1
     shell: experiment_cmd("p2l", "floors")
 
@@ -64,6 +73,7 @@ rule p2l_ablation_table:
     output:
         prov(f"{P2L}/metrics/ablation.json",
              *[f"{P2L}/tables/{k}.{e}" for k in ("ablation", "ablation_tuning") for e in ("csv", "md")])
+    benchmark: p2l_bench("ablation")
     threads: 1
     shell: experiment_cmd("p2l", "ablation")
 
@@ -72,5 +82,6 @@ rule p2l_steps_check:
     """The main table's ranking again at steps_check.steps DDIM steps on one task (tuned values reused)."""
     input: "papers/p2l/config.yaml", f"{P2L}/metrics/main_{P2L_CFG['steps_check']['task']}.json"
     output: prov(f"{P2L}/metrics/steps_check.json", f"{P2L}/tables/steps_check.csv", f"{P2L}/tables/steps_check.md")
+    benchmark: p2l_bench("steps_check")
     threads: 1
     shell: experiment_cmd("p2l", "steps_check")

@@ -4,7 +4,9 @@ For t = T … 1, with ẑ₀(z_t, C) = (z_t − √(1−ᾱ_t) ε_θ(z_t, t, C))
 
 1. Prompt update (P2L, Eq. 97): K Adam steps on C to lower ‖y − A D(ẑ₀(z_t, C))‖² at fixed z_t;
    C is one leaf tensor owned by one Adam optimiser for the whole trajectory, warm-started,
-   initialised to C_∅; the Adam lr is `prompt_lr`·rms(C_∅) (lr 0 or K = 0 switches it off).
+   initialised to C_∅; the Adam lr is `prompt_lr`·rms(C_∅) (lr 0 or K = 0 switches it off). prompt_lr
+   may be per image (a tuning grid in one batch): one Adam parameter group per value, which is the
+   same update as one optimiser per value, since Adam acts element by element.
 2. ε̂ = ε_θ(z_t, t, C*), ẑ₀ = ẑ₀(z_t, C*), keeping the graph to z_t.
 3. Projection (P2L, Eq. 98), every τ steps: x* = argmin_x ‖y − Ax‖² + λ‖x − D(ẑ₀)‖² (CG, or the
    closed form (m⊙y + λD)/(m + λ) for inpainting), then z* = E(x*) (posterior mean, detached).
@@ -144,10 +146,21 @@ def solve(method: str, y: torch.Tensor, operator: Operator, ldm: LatentDiffusion
         C = C_true.clone()
     else:
         C = C_null.clone()
-    tune_prompt = hp["prompt_lr"] > 0 and hp["prompt_steps"] > 0
-    C = C.requires_grad_(tune_prompt)
+    lr = torch.as_tensor(hp["prompt_lr"], dtype=torch.float32).flatten().expand(B).to(device)
+    tune_prompt = bool((lr > 0).any()) and hp["prompt_steps"] > 0
     rms_null = C_null.pow(2).mean().sqrt().item()
-    opt = torch.optim.Adam([C], lr=hp["prompt_lr"] * rms_null) if tune_prompt else None
+    opt = None
+    if tune_prompt:   # one leaf tensor and one Adam parameter group per distinct lr (per image)
+        values = sorted(set(lr.tolist()))
+        parts = [C[lr == v].clone().requires_grad_(True) for v in values]
+        inverse = torch.argsort(torch.cat([torch.nonzero(lr == v).flatten() for v in values]))
+        opt = torch.optim.Adam([{"params": [c], "lr": v * rms_null} for c, v in zip(parts, values)])
+
+        def current():
+            return torch.cat(parts)[inverse]
+    else:
+        def current():
+            return C
 
     g = torch.Generator(device="cpu").manual_seed(seed)
     size = ldm.unet.config.sample_size
@@ -168,11 +181,11 @@ def solve(method: str, y: torch.Tensor, operator: Operator, ldm: LatentDiffusion
         if tune_prompt:
             for _ in range(hp["prompt_steps"]):
                 opt.zero_grad(set_to_none=True)
-                loss = prompt_loss(ldm, z, t, C, acp[t].float(), y, operator)
+                loss = prompt_loss(ldm, z, t, current(), acp[t].float(), y, operator)
                 nfe, dec = nfe + 1, dec + 1
                 loss.backward()
                 opt.step()
-        prompt = C.detach()
+        prompt = current().detach()
 
         # 2. Tweedie estimate with the graph to z_t
         z_t = z.detach().requires_grad_(any(active.values()))
@@ -213,7 +226,7 @@ def solve(method: str, y: torch.Tensor, operator: Operator, ldm: LatentDiffusion
         # 4.–5. DDIM step from the (projected) ẑ₀, then the latent DPS step
         z = a_prev.sqrt() * z_star + (1 - a_prev).sqrt() * eps.detach() - grad
 
-    return Solution(x=x0.detach().clamp(-1, 1).cpu(), z0=z0.detach().cpu(), prompt=C.detach().cpu(), nfe=nfe,
+    return Solution(x=x0.detach().clamp(-1, 1).cpu(), z0=z0.detach().cpu(), prompt=prompt.cpu(), nfe=nfe,
                     decoder_calls=dec, encoder_calls=enc,
                     wall_s=time.perf_counter() - start, trajectory=traj,
                     per_image={k: torch.stack(v).double() for k, v in records.items() if v})

@@ -50,9 +50,11 @@ def test_floors_see_the_main_tables_images_and_noise(cfg, task, tmp_path, monkey
     # and the floors experiment itself scores its arms against those images, from that y
     cfg_one = load_config(CONFIG, "smoke", [f"main_tasks=[{task}]"])
     result = E.floors(Run("p2l", "floors", cfg_one, tmp_path))
-    expected = M.ssim(E.measurement_image(op, y_main).clamp(-1, 1), gt)
+    k, n = cfg.data.noise_seeds, cfg.data.n_test
+    per_draw = M.ssim(E.measurement_image(op, y_main).clamp(-1, 1), gt)     # seed-major: draw j is rows j·n …
+    expected = np.mean([per_draw[j * n:(j + 1) * n] for j in range(k)], 0)  # one value per image
     np.testing.assert_allclose(result["tasks"][task]["measurement"]["ssim"]["values"], expected)
-    assert result["tasks"][task]["measurement"]["ssim"]["n"] == cfg.data.n_test
+    assert result["tasks"][task]["measurement"]["ssim"]["n"] == n and k == 3
 
 
 @pytest.mark.parametrize("task", TASKS)
@@ -85,3 +87,29 @@ def test_floors_table_lists_every_task_and_the_main_methods(cfg, tmp_path):
         assert col in table
     standing = (tmp_path / "tables" / "floors_standing.csv").read_text().splitlines()
     assert len(standing) == 1 + 3 * len(cfg.main_tasks)
+
+
+def test_main_task_averages_the_noise_draws_per_image(cfg, tmp_path, monkeypatch):
+    """With k noise draws, each method's per-image sample holds one value per image: the mean of that
+    image's k draws in the per-image table (the images are the units, n = n_test)."""
+    def solve_as_measurement(method, y, op, ldm, cfg_, seed, captions, repeats=1, **hp):
+        return (E.measurement_image(op, y).clamp(-1, 1), 1, 1.0,
+                {"step": [], "t": [], "off_range": [], "prompt_cos": [], "null_cos": []}, {},
+                {"nfe": 1, "decoder": 1, "encoder": 0})
+
+    monkeypatch.setattr(E, "load_prior", lambda cfg_, out_: None)
+    monkeypatch.setattr(E, "load_classifier", lambda cfg_, out_: None)
+    monkeypatch.setattr(E, "_solve_batches", solve_as_measurement)
+    res = E.main_task(Run("p2l", "main_gblur", cfg, tmp_path), "gblur")
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "tables" / "per_image_gblur.csv")
+    n, k = cfg.data.n_test, cfg.data.noise_seeds
+    assert len(table) == len(cfg.methods) * n * k and sorted(table.noise_seed.unique()) == list(range(k))
+    ssim = res["methods"]["psld"]["ssim"]
+    assert ssim["n"] == n == res["n_test"]
+    by_image = table[table.method == "psld"].groupby("image")["ssim"].mean()
+    np.testing.assert_allclose(ssim["values"], by_image.loc[range(n)].values)
+    first = table[(table.method == "psld") & (table.noise_seed == 0)].sort_values("image")["ssim"].values
+    np.testing.assert_allclose(res["methods"]["psld"]["first_draw"]["ssim"]["values"], first)
+    assert not np.allclose(ssim["values"], first)        # the draws differ, so the mean is not the first draw

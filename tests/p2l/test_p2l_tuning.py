@@ -89,21 +89,34 @@ def test_guidance_zero_is_the_unconditional_sampler_and_guidance_changes_samples
     assert guided.shape == null.shape and not torch.allclose(guided, null, atol=1e-4)
 
 
-def test_prompt_lr_beyond_its_first_value_is_tried_at_the_best_rho(ldm, monkeypatch):
+def test_the_rho_by_prompt_lr_grid_is_one_batch(ldm, monkeypatch):
     cfg = load_config(CONFIG, "tiny", ["solve.steps=2"])
     val = {"images": torch.zeros(2, 3, 16, 16), "captions": CAPTIONS}
     op = build_operator("sr", 16, factor=4)
     seen = []
 
-    def fake(method, y, op_, ldm_, cfg_, seed, captions, repeats=1, **hp):   # best at ρ = 2, then lr 1e-2
-        rho = hp["rho"][:, None, None, None]
-        seen.append((hp["prompt_lr"], hp["rho"].unique().tolist()))
-        return (torch.zeros(len(y), 3, 16, 16) + (rho - 2).abs() + (0.01 - hp["prompt_lr"]), 0, 0.0, {}, {}, {})
+    def fake(method, y, op_, ldm_, cfg_, seed, captions, repeats=1, **hp):   # best at ρ = 2 and lr 1e-2
+        rho, lr = hp["rho"][:, None, None, None], hp["prompt_lr"][:, None, None, None]
+        seen.append((len(y), repeats))
+        return (torch.zeros(len(y), 3, 16, 16) + (rho - 2).abs() + (0.01 - lr), 0, 0.0, {}, {}, {})
 
     monkeypatch.setattr(E, "_solve_batches", fake)
     best, rows = E.tune(cfg, "p2l", "sr", op, ldm, val, 0)
-    lrs = list(cfg.tuning.extra.p2l.prompt_lr)
-    assert len(rows) == len(cfg.tuning.rho) + len(lrs) - 1
-    assert seen[0] == (lrs[0], sorted(map(float, cfg.tuning.rho)))
-    assert all(r == [2.0] for _, r in seen[1:])
+    points = len(cfg.tuning.rho) * len(cfg.tuning.extra.p2l.prompt_lr)
+    assert len(rows) == points and seen == [(2 * points, points)]     # the full cross, in one call
     assert best == {"rho": 2.0, "prompt_lr": 0.01}
+
+
+def test_per_image_prompt_lr_equals_solving_each_value_alone(ldm):
+    """P2L with a per-image prompt_lr (one Adam group per value) gives each value's own solution."""
+    g = torch.Generator().manual_seed(3)
+    op = build_operator("gblur", 16, kernel_size=5, blur_sigma=1.0)
+    y = op.measure(torch.rand(1, 3, 16, 16, generator=g) * 2 - 1, 0).repeat(3, 1, 1, 1)
+    lr = torch.tensor([0.1, 0.0, 1e-2])   # not sorted, and its group order is no involution
+    z_T = torch.randn(1, 4, 4, 4, generator=g).repeat(3, 1, 1, 1)
+    both = solve("p2l", y, op, ldm, steps=3, seed=2, prompt_lr=lr, z_init=z_T)
+    for i in range(3):
+        alone = solve("p2l", y[i:i + 1], op, ldm, steps=3, seed=2, prompt_lr=float(lr[i]), z_init=z_T[:1])
+        torch.testing.assert_close(both.x[i:i + 1], alone.x, atol=1e-4, rtol=1e-3)   # batch-size rounding
+        torch.testing.assert_close(both.prompt[i:i + 1], alone.prompt, atol=1e-5, rtol=1e-4)
+    assert not torch.allclose(both.prompt[0], both.prompt[2], atol=1e-5)
