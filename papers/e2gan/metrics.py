@@ -95,12 +95,33 @@ def fid_kid(pred: np.ndarray, target: np.ndarray, feature) -> dict:
     return {"fid": float(fid.compute()), "kid": float(kid_mean)}
 
 
+class _CLIPFeatures(torch.nn.Module):
+    """A transformers CLIPModel whose `get_image_features` / `get_text_features` return the projected
+    embedding tensor, as torchmetrics' CLIPScore expects (transformers 5 returns a model output whose
+    `pooler_output` holds it)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model, self.config = model, model.config
+
+    @staticmethod
+    def _tensor(out):
+        return out if torch.is_tensor(out) else out.pooler_output
+
+    def get_image_features(self, *args, **kwargs):
+        return self._tensor(self.model.get_image_features(*args, **kwargs))
+
+    def get_text_features(self, *args, **kwargs):
+        return self._tensor(self.model.get_text_features(*args, **kwargs))
+
+
 def clip_score(pred: np.ndarray, prompt: str, clip_path) -> float:
-    """torchmetrics CLIPScore of the images against their prompt, CLIP loaded from a local folder."""
+    """torchmetrics CLIPScore of the images against their prompt (max(100·mean cos, 0)), CLIP loaded
+    from a local folder."""
     from torchmetrics.multimodal.clip_score import CLIPScore
     from transformers import CLIPModel, CLIPProcessor
 
-    load = lambda: (CLIPModel.from_pretrained(str(clip_path), local_files_only=True),  # noqa: E731
+    load = lambda: (_CLIPFeatures(CLIPModel.from_pretrained(str(clip_path), local_files_only=True)),  # noqa: E731
                     CLIPProcessor.from_pretrained(str(clip_path), local_files_only=True))
     metric = CLIPScore(model_name_or_path=load)
     imgs = torch.from_numpy((np.clip(pred, 0, 1) * 255).astype(np.uint8)).permute(0, 3, 1, 2)
