@@ -85,6 +85,15 @@ class Run:
 Experiment = Callable[[Run], Mapping[str, Any]]
 
 
+def global_rank() -> int:
+    """This process's rank in a multi-process (DDP) run, from the environment Lightning and SLURM set
+    (0 when alone); only rank 0 writes the experiment's metrics, tables and figures."""
+    for key in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"):   # lightning's rank_zero_only order
+        if os.environ.get(key, "").isdigit():
+            return int(os.environ[key])
+    return 0
+
+
 def run_experiment(paper: str, experiment: Experiment, name: str, config_path: Path, profile: str,
                    out: Path, seed: int | None = None, overrides: list[str] | None = None,
                    rule: str | None = None, threads: int = 1) -> dict:
@@ -94,9 +103,13 @@ def run_experiment(paper: str, experiment: Experiment, name: str, config_path: P
         cfg["seed"] = seed
     set_threads(threads)
     seed_everything(int(cfg.get("seed", 0)))
+    from .training import set_run_options, trainer_options
+
+    set_run_options(trainer_options(cfg))   # the config's trainer: / logging: sections, for every make_trainer
     run = Run(paper, name, cfg, out, rule=rule)
     metrics = dict(experiment(run))
-    run.save_metrics(metrics)
+    if global_rank() == 0:
+        run.save_metrics(metrics)
     return metrics
 
 

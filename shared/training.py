@@ -14,7 +14,8 @@ trains from scratch, so an edited config rerun into the same folder does not sil
 Logging: a CSV log always (`<out_dir>/logs/metrics.csv`, cut back to the checkpoint on resume);
 wandb offline or online only when asked (`shared.loggers`). DDP: `devices`, `strategy`, `num_nodes`;
 our samplers shard themselves, so Lightning's distributed sampler is off.
-`trainer_options(cfg)` reads a paper config's `trainer:` and `logging:` sections.
+`trainer_options(cfg)` reads a paper config's `trainer:` and `logging:` sections; `shared.experiment`
+makes them the defaults of every `make_trainer` of the experiment (`set_run_options`).
 """
 from __future__ import annotations
 
@@ -74,6 +75,21 @@ def checkpoint_path(out_dir: str | Path) -> Path:
     return Path(out_dir) / "checkpoints" / f"{CKPT_NAME}.ckpt"
 
 
+DEFAULTS = {"accelerator": "auto", "devices": 1, "strategy": "auto", "num_nodes": 1, "precision": "32-true",
+            "every_n_train_steps": None, "wandb": "disabled"}
+RUN_OPTIONS: dict = {}   # the running experiment's trainer options (shared.experiment sets them)
+
+
+def set_run_options(options: dict) -> None:
+    """Make `options` (see `trainer_options`) the defaults of every `make_trainer` in this process,
+    so a paper's trainings follow its config's `trainer:` / `logging:` sections without passing them."""
+    unknown = sorted(set(options) - set(DEFAULTS))
+    if unknown:
+        raise ValueError(f"unknown trainer options {unknown}; valid: {sorted(DEFAULTS)}")
+    RUN_OPTIONS.clear()
+    RUN_OPTIONS.update(options)
+
+
 def trainer_options(cfg) -> dict:
     """`make_trainer` keyword arguments from a paper config's optional sections
 
@@ -99,14 +115,14 @@ def make_trainer(
     seed: int,
     max_epochs: int | None = None,
     max_steps: int = -1,
-    accelerator: str = "auto",
-    devices: int | str = 1,
-    strategy: str = "auto",
-    num_nodes: int = 1,
-    precision: str = "32-true",
+    accelerator: str | None = None,
+    devices: int | str | None = None,
+    strategy: str | None = None,
+    num_nodes: int | None = None,
+    precision: str | None = None,
     every_n_train_steps: int | None = None,
     loggers: list | bool | None = None,
-    wandb: str = "disabled",
+    wandb: str | None = None,
     progress: bool | None = None,
     gradient_clip_val: float | None = None,
     log_every_n_steps: int = 10,
@@ -115,6 +131,10 @@ def make_trainer(
 ):
     """A deterministic `lightning.Trainer` that checkpoints `out_dir/checkpoints/last.ckpt` at epoch
     ends and, with `every_n_train_steps`, every N optimiser steps.
+
+    accelerator, devices, strategy, num_nodes, precision, every_n_train_steps, wandb: None takes the
+    running experiment's config (`set_run_options`, from its `trainer:` / `logging:` sections),
+    else `DEFAULTS`.
 
     loggers: None (default) = `shared.loggers.make_loggers(out_dir, "logs", wandb)`: a CSV log at
     `out_dir/logs/metrics.csv`, plus wandb when `wandb` is "offline" / "online"; False = none; or a list.
@@ -129,6 +149,12 @@ def make_trainer(
 
     from .loggers import make_loggers
 
+    given = dict(accelerator=accelerator, devices=devices, strategy=strategy, num_nodes=num_nodes,
+                 precision=precision, every_n_train_steps=every_n_train_steps, wandb=wandb)
+    o = {k: v if v is not None else RUN_OPTIONS.get(k, DEFAULTS[k]) for k, v in given.items()}
+    accelerator, devices, strategy, num_nodes, precision, every_n_train_steps, wandb = (
+        o["accelerator"], o["devices"], o["strategy"], o["num_nodes"], o["precision"], o["every_n_train_steps"],
+        o["wandb"])
     seed_everything(seed)
     ckpt_dir = str(Path(out_dir) / "checkpoints")
     common = dict(dirpath=ckpt_dir, filename=CKPT_NAME, save_last=False, save_top_k=1, enable_version_counter=False)

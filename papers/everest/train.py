@@ -1,10 +1,14 @@
-"""Seeded plain-torch training loops for pre-training (tube / EVEREST / ascending selection) and
-fine-tuning (full, top-60%, random-60%, ascending, scratch).
+"""Pre-training (tube / EVEREST / ascending selection) and fine-tuning (full, top-60%, random-60%,
+ascending, scratch): masks, frame pairs, parameter groups, the lr schedule and evaluation here; the
+LightningModules in `modules.py` (imported only by a training, so the other experiments do not pay
+for Lightning's import), trained through `shared.training`.
 
-A plain loop rather than Lightning: the tiny profile runs 42 short trainings (14 arms × 3 seeds), where
-Lightning's import and per-run overhead (10-20 s each on this box) would rival the training itself.
-Resume is exact: `last.pt` holds weights, optimiser, scheduler and the RNG streams, saved every
-`ckpt_every` steps; batches and masks are drawn from generators seeded from (seed, purpose).
+Batches are drawn with replacement, `batch` indices per step from a generator seeded from
+(seed, purpose) (`shared.sampling.RandomBatchSampler`), the same for every arm; masks, frame pairs
+and random pruning come from their own seeded generators, whose states go into every checkpoint
+with the loss curve. `last.ckpt` is written every `trainer.every_n_train_steps` steps and at the
+end, so a killed run resumes exactly (`shared.training.fit`, keyed by the config hash and seed).
+Each training writes its loss curve to `<ckpt_dir>/logs/metrics.csv`.
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from torch import nn
 from shared.seeding import derive_seed
 
 from .model import MaskedVideoAutoencoder, VideoClassifier
-from .selection import (motion_scores, pair_frames, select_frame_pairs, select_tokens, tube_mask,
+from .selection import (motion_scores, select_frame_pairs, select_tokens, tube_mask,
                         uniform_frame_pairs)
 
 METHODS = ("tube", "everest", "ascending")
@@ -78,36 +82,10 @@ def lr_at(step: int, steps: int, lr: float, min_lr: float, warmup: int) -> float
     return min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(math.pi * t))
 
 
-def _set_lr(opt, lr: float) -> None:
+def set_lr(opt, lr: float) -> None:
+    """Each group at `lr` times its layer-decay scale."""
     for g in opt.param_groups:
         g["lr"] = lr * g["lr_scale"]
-
-
-def _config_key(cfg) -> str:
-    """A checkpoint is resumed only by a run of the same config (a changed config starts afresh)."""
-    from shared.config import config_hash
-
-    return config_hash(cfg)
-
-
-def _resume(path: Path, model, opt, gens: dict, key: str) -> int:
-    if not path.exists():
-        return 0
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    if state.get("config") != key:
-        return 0
-    model.load_state_dict(state["model"])
-    opt.load_state_dict(state["opt"])
-    for k, g in gens.items():
-        g.set_state(state["rng"][k])
-    return int(state["step"])
-
-
-def _save(path: Path, model, opt, gens: dict, step: int, key: str) -> None:
-    tmp = path.with_suffix(".tmp")
-    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "config": key,
-                "rng": {k: g.get_state() for k, g in gens.items()}}, tmp)
-    tmp.replace(path)
 
 
 def choose_pairs(model: MaskedVideoAutoencoder, clips: torch.Tensor, frames: str, rho_pre: float,
@@ -128,72 +106,29 @@ def pretrain(model: MaskedVideoAutoencoder, data, method: str, cfg, seed: int,
              ckpt_dir: Path, snapshots: dict[int, str] | None = None, device: str = "cpu",
              frames: str | None = None) -> list[float]:
     """Pre-train on `data` (len() and batch(idx) -> (video [b, C, F, H, W], labels)); writes
-    ckpt_dir/<name>.pt weights at each snapshot step.
+    ckpt_dir/<name>.pt weights at each snapshot step. Returns the loss of every step.
 
     The batch order (seed, "batches") is the same for every method; masks come from (seed, "masks").
     With `frames` ("information" or "uniform"), `data` holds candidate clips of 2·α·τ frames and each
     clip's τ frame pairs are drawn by `choose_pairs` (generator (seed, "frames"))."""
+    from .modules import PretrainModule, Snapshots, batches, train
+
     p = cfg.pretrain
-    model.to(device).train()
-    opt = torch.optim.AdamW(param_groups(model, p.weight_decay), lr=p.lr, betas=tuple(p.betas))
-    gens = {"batches": torch.Generator().manual_seed(derive_seed(seed, "batches")),
-            "masks": torch.Generator().manual_seed(derive_seed(seed, "masks")),
-            "frames": torch.Generator().manual_seed(derive_seed(seed, "frames"))}
-    last = ckpt_dir / "last.pt"
-    start = _resume(last, model, opt, gens, _config_key(cfg))
-    losses = [float(x) for x in (torch.load(ckpt_dir / "losses.pt", weights_only=True).tolist() if start else [])]
-    snapshots = snapshots or {}
-    warmup = int(p.warmup_frac * p.steps)
-    for step in range(start, p.steps):
-        _set_lr(opt, lr_at(step, p.steps, p.lr, p.min_lr, warmup))
-        idx = torch.randint(len(data), (p.batch,), generator=gens["batches"])
-        clip = data.batch(idx)[0].to(device)
-        if frames is not None:
-            chosen = choose_pairs(model, clip, frames, cfg.selection.rho_pre, gens["frames"])
-            clip = torch.stack([pair_frames(c, pairs) for c, pairs in zip(clip, chosen)])
-        e, vis, tgt = make_masks(model, clip, method, cfg.selection, gens["masks"])
-        loss = model(clip, vis, tgt, embeddings=e)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        losses.append(float(loss.detach()))
-        done = step + 1
-        if done in snapshots:
-            torch.save(model.state_dict(), ckpt_dir / f"{snapshots[done]}.pt")
-        if done % p.ckpt_every == 0 or done == p.steps:
-            torch.save(torch.tensor(losses), ckpt_dir / "losses.pt")
-            _save(last, model, opt, gens, done, _config_key(cfg))
-    return losses
+    module = PretrainModule(model, method, cfg, seed, frames)
+    snap = Snapshots(ckpt_dir, snapshots or {})
+    return train(module, batches(data, p.batch, p.steps, derive_seed(seed, "batches")), cfg, seed, ckpt_dir,
+                 device, [snap])
 
 
 def finetune(model: VideoClassifier, data, cfg, seed: int,
              ckpt_dir: Path, device: str = "cpu") -> list[float]:
     """Supervised fine-tuning with label smoothing and layer-wise lr decay; same batches every arm."""
+    from .modules import FinetuneModule, batches, train
+
     f = cfg.finetune
-    model.to(device).train()
-    depth = len(model.encoder.blocks)
-    opt = torch.optim.AdamW(param_groups(model, f.weight_decay, f.layer_decay, depth), lr=f.lr, betas=(0.9, 0.999))
-    gens = {"batches": torch.Generator().manual_seed(derive_seed(seed, "ft-batches")),
-            "prune": torch.Generator().manual_seed(derive_seed(seed, "ft-prune"))}
-    last = ckpt_dir / "last.pt"
-    start = _resume(last, model, opt, gens, _config_key(cfg))
-    losses = [float(x) for x in (torch.load(ckpt_dir / "losses.pt", weights_only=True).tolist() if start else [])]
-    crit = nn.CrossEntropyLoss(label_smoothing=f.label_smoothing)
-    warmup = int(f.warmup_frac * f.steps)
-    for step in range(start, f.steps):
-        _set_lr(opt, lr_at(step, f.steps, f.lr, f.min_lr, warmup))
-        idx = torch.randint(len(data), (f.batch,), generator=gens["batches"])
-        video, labels = data.batch(idx)
-        loss = crit(model(video.to(device), gens["prune"]), labels.to(device))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        losses.append(float(loss.detach()))
-        done = step + 1
-        if done % f.ckpt_every == 0 or done == f.steps:
-            torch.save(torch.tensor(losses), ckpt_dir / "losses.pt")
-            _save(last, model, opt, gens, done, _config_key(cfg))
-    return losses
+    module = FinetuneModule(model, cfg, seed)
+    return train(module, batches(data, f.batch, f.steps, derive_seed(seed, "ft-batches")), cfg, seed, ckpt_dir,
+                 device)
 
 
 @torch.no_grad()

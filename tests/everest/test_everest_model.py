@@ -1,6 +1,7 @@
 """Model: loss on targets only, normalised targets, classifier pruning, FLOP/memory accounting, resume."""
 from pathlib import Path
 
+import pytest
 import torch
 from einops import rearrange
 
@@ -118,37 +119,43 @@ def test_reconstruct_shapes_and_visible_copy():
     assert (patchify(out, 8, 2)[~(vis | tgt)] == 0).all()
 
 
+class Killed(RuntimeError):
+    pass
+
+
 def test_pretrain_deterministic_and_resumes_exactly(tmp_path, monkeypatch):
-    import papers.everest.train as train
+    """A kill mid-run (after the step-2 checkpoint) resumes to the same losses and weights; the resume
+    restores the mask generator and the batch position, not only the weights."""
+    import papers.everest.modules as train
     from papers.everest.data import make_clips
 
-    cfg = load_config(CONFIG, "smoke", ["pretrain.steps=4", "pretrain.ckpt_every=2", "pretrain.batch=4"])
+    cfg = load_config(CONFIG, "smoke", ["pretrain.steps=5", "trainer.every_n_train_steps=2", "pretrain.batch=4"])
     data = make_clips(16, 0)
     runs = {}
     for name in ("a", "b"):
         model = small_model()
-        (tmp_path / name).mkdir()
         runs[name] = (pretrain(model, data, "everest", cfg, 0, tmp_path / name), model.state_dict())
-    assert runs["a"][0] == runs["b"][0]
+    assert runs["a"][0] == runs["b"][0] and len(runs["a"][0]) == 5
     assert all(torch.equal(v, runs["b"][1][k]) for k, v in runs["a"][1].items())
 
-    real_save = train._save
+    real_step = train.PretrainModule.training_step
 
-    def killed_after_first_checkpoint(*args):
-        real_save(*args)
-        raise KeyboardInterrupt
+    def killed_at_step_3(self, batch, i):
+        if self.global_step == 3:
+            raise Killed
+        return real_step(self, batch, i)
 
-    (tmp_path / "c").mkdir()
-    monkeypatch.setattr(train, "_save", killed_after_first_checkpoint)
-    try:
+    monkeypatch.setattr(train.PretrainModule, "training_step", killed_at_step_3)
+    with pytest.raises(Killed):
         pretrain(small_model(), data, "everest", cfg, 0, tmp_path / "c")
-    except KeyboardInterrupt:
-        pass
-    monkeypatch.setattr(train, "_save", real_save)
-    model = small_model(seed=1)                                 # weights must come from last.pt
+    assert torch.load(tmp_path / "c" / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 2
+    monkeypatch.setattr(train.PretrainModule, "training_step", real_step)
+    model = small_model(seed=1)                                 # weights must come from last.ckpt
     losses = pretrain(model, data, "everest", cfg, 0, tmp_path / "c")
     assert losses == runs["a"][0]
     assert all(torch.equal(v, runs["a"][1][k]) for k, v in model.state_dict().items())
+    log = (tmp_path / "c" / "logs" / "metrics.csv").read_text()
+    assert log == (tmp_path / "a" / "logs" / "metrics.csv").read_text() and log.count("\n") == 6
 
 
 def test_pretrain_with_frame_selection_runs(tmp_path):
@@ -181,6 +188,8 @@ def test_fused_attention_matches_explicit_and_saves_less():
 
 def test_checkpoint_of_another_config_is_not_resumed(tmp_path):
     from papers.everest.data import make_clips
+    from papers.everest.modules import cache_config
+    from shared.config import config_hash
 
     data = make_clips(8, 0)
     cfg = load_config(CONFIG, "smoke", ["pretrain.steps=2", "pretrain.batch=2"])
@@ -190,6 +199,9 @@ def test_checkpoint_of_another_config_is_not_resumed(tmp_path):
     before = {k: v.clone() for k, v in model.state_dict().items()}
     losses = pretrain(model, data, "everest", other, 0, tmp_path)
     assert len(losses) == 2 and any(not torch.equal(v, before[k]) for k, v in model.state_dict().items())
-    from shared.config import config_hash
-
-    assert torch.load(tmp_path / "last.pt", weights_only=True)["config"] == config_hash(other)
+    key = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)["cache_key"]
+    assert key == {"config_hash": config_hash(cache_config(other)), "seed": 0}
+    # the checkpoint interval is not part of the key: a rerun with another interval resumes
+    again = load_config(CONFIG, "smoke", ["pretrain.steps=2", "pretrain.batch=2", "pretrain.lr=0.01",
+                                          "trainer.every_n_train_steps=1"])
+    assert cache_config(again) == cache_config(other)

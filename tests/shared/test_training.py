@@ -175,3 +175,20 @@ def test_ddp_needs_a_sharding_sampler(tmp_path):
     plain = DataLoader(TensorDataset(torch.zeros(8, 4), torch.zeros(8, 1)), batch_size=4, shuffle=True)
     with pytest.raises(ValueError, match="shards itself"):
         fit(trainer, Regressor(), plain)
+
+
+def test_run_options_are_the_defaults_and_explicit_arguments_win(tmp_path):
+    from shared.training import RUN_OPTIONS, set_run_options
+
+    try:
+        set_run_options({"every_n_train_steps": 2, "accelerator": "cpu"})
+        trainer = make_trainer(tmp_path / "a", seed=0, max_epochs=1, progress=False)
+        steps = [c._every_n_train_steps for c in trainer.checkpoint_callbacks]
+        assert sorted(steps) == [0, 2] and type(trainer.accelerator).__name__ == "CPUAccelerator"
+        trainer = make_trainer(tmp_path / "b", seed=0, max_epochs=1, progress=False, every_n_train_steps=5)
+        assert sorted(c._every_n_train_steps for c in trainer.checkpoint_callbacks) == [0, 5]
+        with pytest.raises(ValueError, match="unknown trainer options"):
+            set_run_options({"gpus": 1})
+    finally:
+        RUN_OPTIONS.clear()
+    assert len(make_trainer(tmp_path / "c", seed=0, max_epochs=1, progress=False).checkpoint_callbacks) == 1

@@ -1,0 +1,145 @@
+"""The two training phases as LightningModules, trained through `shared.training`.
+
+Batches: `batch` indices per step drawn with replacement from a generator seeded from (seed,
+purpose) (`shared.sampling.RandomBatchSampler`), the same for every arm. Masks, frame pairs and
+random pruning come from their own seeded generators, whose states go into every checkpoint with
+the loss curve, so a run killed after any step checkpoint resumes to the same weights and losses.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from shared.sampling import RandomBatchSampler
+from shared.seeding import derive_seed
+from shared.training import fit, make_trainer, trainer_options
+
+from .model import MaskedVideoAutoencoder, VideoClassifier
+from .selection import pair_frames
+from .train import choose_pairs, lr_at, make_masks, param_groups, set_lr
+
+
+class _Batches(Dataset):
+    """`data.batch(idx)` for the whole list of indices a batch sampler yields (no per-item collation)."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitems__(self, idx: list[int]):
+        return self.data.batch(torch.tensor(idx, dtype=torch.long))
+
+    def __getitem__(self, i: int):
+        return self.data.batch(torch.tensor([i], dtype=torch.long))
+
+
+def _as_is(batch):
+    return batch
+
+
+def batches(data, batch: int, steps: int, seed: int) -> DataLoader:
+    """`steps` batches of `batch` clips drawn with replacement (generator seeded with `seed`);
+    under DDP each process takes its share of every batch."""
+    return DataLoader(_Batches(data), batch_sampler=RandomBatchSampler(len(data), batch, steps, seed),
+                      collate_fn=_as_is)
+
+
+class _Phase(L.LightningModule):
+    """Shared by both phases: the cosine lr set before each step, the loss curve, and the seeded
+    generators, all saved in (and restored from) the checkpoint."""
+
+    def __init__(self, phase, gens: dict[str, torch.Generator]):
+        super().__init__()
+        self.phase, self.gens, self.losses = phase, gens, []
+        self.warmup = int(phase.warmup_frac * phase.steps)
+
+    def _lr_step(self) -> None:
+        set_lr(self.optimizers().optimizer, lr_at(self.global_step, self.phase.steps, self.phase.lr,
+                                                   self.phase.min_lr, self.warmup))
+
+    def _record(self, loss: torch.Tensor) -> torch.Tensor:
+        self.losses.append(float(loss.detach()))
+        self.log("loss", loss)
+        return loss
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["everest"] = {"losses": list(self.losses), "rng": {k: g.get_state() for k, g in self.gens.items()}}
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        state = checkpoint["everest"]
+        self.losses = [float(x) for x in state["losses"]]
+        for k, g in self.gens.items():
+            g.set_state(state["rng"][k])
+
+
+class PretrainModule(_Phase):
+    def __init__(self, model: MaskedVideoAutoencoder, method: str, cfg, seed: int, frames: str | None = None):
+        super().__init__(cfg.pretrain, {"masks": torch.Generator().manual_seed(derive_seed(seed, "masks")),
+                                        "frames": torch.Generator().manual_seed(derive_seed(seed, "frames"))})
+        self.model, self.method, self.sel, self.frames = model, method, cfg.selection, frames
+
+    def training_step(self, batch, _):
+        self._lr_step()
+        clip = batch[0]
+        if self.frames is not None:
+            chosen = choose_pairs(self.model, clip, self.frames, self.sel.rho_pre, self.gens["frames"])
+            clip = torch.stack([pair_frames(c, pairs) for c, pairs in zip(clip, chosen)])
+        e, vis, tgt = make_masks(self.model, clip, self.method, self.sel, self.gens["masks"])
+        return self._record(self.model(clip, vis, tgt, embeddings=e))
+
+    def configure_optimizers(self):
+        p = self.phase
+        return torch.optim.AdamW(param_groups(self.model, p.weight_decay), lr=p.lr, betas=tuple(p.betas))
+
+
+class FinetuneModule(_Phase):
+    def __init__(self, model: VideoClassifier, cfg, seed: int):
+        super().__init__(cfg.finetune, {"prune": torch.Generator().manual_seed(derive_seed(seed, "ft-prune"))})
+        self.model = model
+        self.crit = nn.CrossEntropyLoss(label_smoothing=cfg.finetune.label_smoothing)
+
+    def training_step(self, batch, _):
+        self._lr_step()
+        video, labels = batch
+        return self._record(self.crit(self.model(video, self.gens["prune"]), labels))
+
+    def configure_optimizers(self):
+        f = self.phase
+        depth = len(self.model.encoder.blocks)
+        return torch.optim.AdamW(param_groups(self.model, f.weight_decay, f.layer_decay, depth), lr=f.lr,
+                                 betas=(0.9, 0.999))
+
+
+class Snapshots(L.Callback):
+    """Weights at chosen steps as ckpt_dir/<name>.pt (runs before the step checkpoint is written)."""
+
+    def __init__(self, ckpt_dir: Path, snapshots: dict[int, str]):
+        self.ckpt_dir, self.snapshots = Path(ckpt_dir), snapshots
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        name = self.snapshots.get(trainer.global_step)
+        if name is not None and trainer.is_global_zero:
+            torch.save(pl_module.model.state_dict(), self.ckpt_dir / f"{name}.pt")
+
+
+def cache_config(cfg) -> dict:
+    """What decides the trained weights: the config without its `trainer` and `logging` sections."""
+    return {k: v for k, v in cfg.to_dict().items() if k not in ("trainer", "logging")}
+
+
+def train(module: _Phase, loader: DataLoader, cfg, seed: int, ckpt_dir: Path, device: str,
+           callbacks: list | None = None) -> list[float]:
+    opts = trainer_options(cfg)
+    opts.setdefault("accelerator", "gpu" if device.startswith("cuda") else device)
+    steps = module.phase.steps
+    trainer = make_trainer(ckpt_dir, seed=seed, max_steps=steps, max_epochs=1, callbacks=callbacks,
+                           progress=None if cfg.get("profile") == "full" else False,
+                           log_every_n_steps=max(1, steps // 50), cache_config=cache_config(cfg), **opts)
+    fit(trainer, module, loader)
+    return module.losses
