@@ -12,6 +12,7 @@ import torch
 from shared.samples import combine
 from shared.seeding import derive_seed
 
+from .curves import Curves
 from .data import breast_cancer, gene_groups, make_cohort, site_folds, stratified_folds
 from .metrics import cindex, fold_sample, risk_groups
 from .models import ABMIL, MMP, FullTokenTransformer, PathwayOnly
@@ -24,6 +25,8 @@ ARM_NAMES = {"abmil": "ABMIL", "pathway": "Pathway-only", "mmp_histo": "MMP hist
              "full_transformer": "Full-token Transformer", "prototype_cox": "Cox-PH on π only (diagnostic)"}
 MMP_ARMS = {"mmp_histo": ("trans", "histo"), "mmp_gene": ("trans", "gene"), "mmp_trans": ("trans", "both"),
             "mmp_trans_std_pi": ("trans", "both"), "mmp_ot": ("ot", "both")}   # arm -> (fusion, modality)
+MAIN_ARM = "mmp_trans"   # the main training: checkpointed every trainer.every_n_train_steps, resumed after a kill
+WEIGHT_SECTIONS = ("data", "prototypes", "panther", "tokens", "model", "ot", "train")   # what decides a fit's weights
 
 
 def standardize_pi(arm: str, cfg) -> bool:
@@ -95,18 +98,27 @@ def build_model(arm: str, cfg, cohort, n_out: int, seed: int):
     raise ValueError(f"unknown arm {arm!r}; valid: {sorted(ARM_NAMES)}")
 
 
-def fit_predict(arm, cfg, cohort, fold_data, train_idx, test_idx, seed, fold, *, loss="cox", batch_size=None):
-    """Train one arm on one fold (same init and shuffling seeds for every arm); test-fold risks."""
+def fit_predict(arm, cfg, cohort, fold_data, train_idx, test_idx, seed, fold, *, loss="cox", batch_size=None,
+                curves: Curves | None = None, name: str | None = None, out_dir=None):
+    """Train one arm on one fold (same init and shuffling seeds for every arm); test-fold risks.
+    The fit's loss curve goes to `curves` as `<name or arm>/fold<fold>`; with `out_dir` the fit
+    checkpoints there and resumes from it (the main training)."""
+    from shared.training import trainer_options
+
     n_out = 1 if loss == "cox" else cfg.train.n_bins
     model = build_model(arm, cfg, cohort, n_out, derive_seed(seed, "init", fold))
     data = dict(fold_data["data"])
     if arm == "full_transformer":
         data["bags"] = fold_data["capped"]
     t = cfg.train
+    weights_from = {**{k: cfg[k] for k in WEIGHT_SECTIONS}, "arm": arm, "fold": fold, "loss": loss,
+                    "batch_size": batch_size, "standardize_pi": standardize_pi(arm, cfg)}
     state = train_survival(model, make_batch(data, train_idx), cohort.time[train_idx], cohort.event[train_idx],
                            loss=loss, epochs=t.epochs, batch_size=batch_size or t.batch_size, lr=t.lr,
                            weight_decay=t.weight_decay, seed=derive_seed(seed, "train", fold), n_bins=t.n_bins,
-                           alpha=t.alpha)
+                           alpha=t.alpha, out_dir=out_dir, options=trainer_options(cfg), cache_config=weights_from)
+    if curves is not None:
+        curves.add(f"{name or arm}/fold{fold}", state)
     return model, predict_risk(model, data, test_idx, state)
 
 
@@ -157,12 +169,14 @@ def cindex_arm(arm: str):
         risk_oof = np.full(len(cohort), np.nan)
         pi_oof = np.full((len(cohort), cfg.prototypes.n), np.nan)
         example = {}
+        curves = Curves()
         for fold, (tr, te) in enumerate(folds[:n_run]):
             fd = prepare_fold(cohort, tr, cfg, seed, fold, standardize_pi=standardize_pi(arm, cfg))
             if arm == "prototype_cox":
                 model, risk = None, fit_predict_prototype_cox(cfg, cohort, fd, tr, te)
             else:
-                model, risk = fit_predict(arm, cfg, cohort, fd, tr, te, seed, fold)
+                model, risk = fit_predict(arm, cfg, cohort, fd, tr, te, seed, fold, curves=curves,
+                                          out_dir=run.checkpoint_dir(f"fold{fold}") if arm == MAIN_ARM else None)
             scores.append(cindex(cohort.time[te], cohort.event[te], risk))
             test_sites.append(np.unique(cohort.site[te]).tolist())
             if cohort.log_hazard is not None:
@@ -184,6 +198,8 @@ def cindex_arm(arm: str):
                                                   for _, te in folds[:n_run]])}
         if oracle:
             metrics["oracle"] = fold_sample(oracle)
+        if arm != "prototype_cox":   # a lifelines fit, no training curve
+            curves.save(run)
         if arm in MMP_ARMS and arm != "mmp_gene":
             metrics["token_spread"] = spread
         if arm == "mmp_trans":
@@ -390,6 +406,8 @@ def trans_diagnostics(run) -> dict:
     DIAGNOSTICS), each paired by fold with the official default; the attention mass on histology
     tokens and the head's histology share of every fused variant. Diagnostics only: no claim, and the
     official defaults stay as they are."""
+    from shared.training import trainer_options
+
     cfg, seed = run.cfg, run.seed
     dg, t = cfg.diagnostics, cfg.train
     cohort = load_cohort(cfg, seed)
@@ -397,6 +415,7 @@ def trans_diagnostics(run) -> dict:
     variants = list(dg.variants)
     scores = {v: [] for v in variants}
     usage = {v: [] for v in variants if not v.startswith("histo")}
+    curves = Curves()
     for fold, (tr, te) in enumerate(folds):
         fds = {False: prepare_fold(cohort, tr, cfg, seed, fold, standardize_pi=False)}
         if "std_pi" in variants:
@@ -415,10 +434,12 @@ def trans_diagnostics(run) -> dict:
             model.value_residual = v == "value_residual" or bool(cfg.model.value_residual)
             state = train_survival(model, make_batch(data, tr), cohort.time[tr], cohort.event[tr], loss="cox",
                                    epochs=epochs, batch_size=t.batch_size, lr=t.lr, weight_decay=t.weight_decay,
-                                   seed=derive_seed(seed, "train", fold))
+                                   seed=derive_seed(seed, "train", fold), options=trainer_options(cfg))
+            curves.add(f"{v}/fold{fold}", state)
             scores[v].append(cindex(cohort.time[te], cohort.event[te], predict_risk(model, data, te, state)))
             if v in usage:
                 usage[v].append(fusion_usage(model, make_batch(data, te)))
+    curves.save(run)
     from shared.intervals import mean_interval
 
     metrics = {"variants": variants, "cindex": {v: fold_sample(s) for v, s in scores.items()}, "gap": {},
@@ -668,13 +689,17 @@ def loss_ablation(run) -> dict:
     cohort = load_cohort(cfg, seed)
     folds = site_folds(cohort.site, cfg.eval.n_folds)[:cfg.ablation.folds]
     res = {"cox_batch": [], "nll_batch1": []}
+    curves = Curves()
     for fold, (tr, te) in enumerate(folds):
         fd = prepare_fold(cohort, tr, cfg, seed, fold, standardize_pi=standardize_pi("mmp_trans", cfg))
-        _, risk = fit_predict("mmp_trans", cfg, cohort, fd, tr, te, seed, fold, loss="cox")
+        _, risk = fit_predict("mmp_trans", cfg, cohort, fd, tr, te, seed, fold, loss="cox", curves=curves,
+                              name=f"cox, batch {cfg.train.batch_size}")
         res["cox_batch"].append(cindex(cohort.time[te], cohort.event[te], risk))
         _, risk = fit_predict("mmp_trans", cfg, cohort, fd, tr, te, seed, fold, loss="nll",
-                              batch_size=cfg.ablation.nll_batch_size)
+                              batch_size=cfg.ablation.nll_batch_size, curves=curves,
+                              name=f"nll, batch {cfg.ablation.nll_batch_size}")
         res["nll_batch1"].append(cindex(cohort.time[te], cohort.event[te], risk))
+    curves.save(run)
     metrics = {k: fold_sample(v) for k, v in res.items()}   # the same folds for both losses: paired
     metrics["cox_minus_nll"] = paired_gap(metrics["cox_batch"], metrics["nll_batch1"])
     run.save_table(pd.DataFrame([
@@ -726,9 +751,12 @@ def breast_cancer_check(run) -> dict:
     from lifelines import CoxPHFitter
     from sklearn.preprocessing import StandardScaler
 
+    from shared.training import trainer_options
+
     cfg, seed, bc = run.cfg, run.seed, run.cfg.breast_cancer
     genes, time, event, names = breast_cancer()
     res = {"pathway_tokens": [], "coxph": []}
+    curves = Curves()
     for fold, (tr, te) in enumerate(stratified_folds(event, bc.n_folds, seed)):
         scaler = StandardScaler().fit(genes[tr])
         z = scaler.transform(genes).astype(np.float32)
@@ -738,12 +766,14 @@ def breast_cancer_check(run) -> dict:
         data = {"genes": torch.from_numpy(z)}
         state = train_survival(model, make_batch(data, tr), time[tr], event[tr], loss="cox", epochs=bc.epochs,
                                batch_size=bc.batch_size, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay,
-                               seed=derive_seed(seed, "train", fold))
+                               seed=derive_seed(seed, "train", fold), options=trainer_options(cfg))
+        curves.add(f"pathway_tokens/fold{fold}", state)
         res["pathway_tokens"].append(cindex(time[te], event[te], predict_risk(model, data, te, state)))
         df = pd.DataFrame(z[tr], columns=names).assign(T=time[tr], E=event[tr].astype(int))
         cph = CoxPHFitter(penalizer=bc.penalizer).fit(df, duration_col="T", event_col="E")
         risk = cph.predict_partial_hazard(pd.DataFrame(z[te], columns=names)).to_numpy()
         res["coxph"].append(cindex(time[te], event[te], risk))
+    curves.save(run)
     metrics = {k: fold_sample(v) for k, v in res.items()}   # both models on the same folds: paired
     metrics["pathway_minus_coxph"] = paired_gap(metrics["pathway_tokens"], metrics["coxph"])
     n = metrics["coxph"]["n"]

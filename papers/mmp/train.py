@@ -1,20 +1,24 @@
-"""A plain, seeded torch training loop for the many small survival models (folds × arms).
+"""Training and prediction of the survival models: `train_survival` fits one model through
+`shared.training` (the LightningModule of `survival_module`), `predict_risk` scores patients.
 
-Lightning's per-fit overhead dominates fits of a few seconds, so these use a loop that mirrors
-the official recipe: AdamW (no weight decay on 1-D parameters and biases), a cosine schedule
-with a one-epoch linear warm-up, the last epoch evaluated (no validation set, no early stopping).
-Shuffling is seeded from (seed, epoch), dropout from (seed, step).
+MMP runs many small fits (folds × arms), so a fit keeps Lightning's per-fit costs low: no progress
+bar, no model summary, and no checkpoint files unless it is given a folder (the main training, which
+keeps `last.ckpt` at epoch ends and every `trainer.every_n_train_steps` steps and resumes from it
+after a kill). Every fit logs its batch loss at every step to CSV and returns that curve; the
+experiments gather the curves into one CSV per experiment (`curves`).
 """
 from __future__ import annotations
 
+import logging
 import math
+import tempfile
+import warnings
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from shared.seeding import derive_seed
-
-from .losses import cox_loss, nll_bins, nll_loss, nll_risk, to_bins
+from .losses import nll_bins, nll_risk, to_bins
 
 
 def make_batch(data: dict, idx) -> dict:
@@ -29,50 +33,62 @@ def make_batch(data: dict, idx) -> dict:
     return batch
 
 
-def _optimizer(model, lr: float, weight_decay: float):
-    decay = [p for n, p in model.named_parameters() if p.ndim > 1 and not n.endswith("bias")]
-    no_decay = [p for n, p in model.named_parameters() if not (p.ndim > 1 and not n.endswith("bias"))]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}], lr=lr)
-
-
 def train_survival(model, data: dict, time, event, *, loss: str, epochs: int, batch_size: int, lr: float,
-                   weight_decay: float, seed: int, n_bins: int = 4, alpha: float = 0.5) -> dict:
-    """Train `model` on all patients of `data` with the Cox (batch) or NLL loss; returns the
-    fitted state needed to predict (NLL bin edges)."""
+                   weight_decay: float, seed: int, n_bins: int = 4, alpha: float = 0.5,
+                   out_dir: str | Path | None = None, options: dict | None = None,
+                   cache_config: dict | None = None) -> dict:
+    """Train `model` on all patients of `data` with the Cox (batch) or NLL loss.
+
+    out_dir: the folder of a checkpointed fit (`checkpoints/last.ckpt`, resumed when its key, the
+    hash of `cache_config` and `seed`, matches; `logs/metrics.csv`); None: a throw-away folder and no
+    checkpoint files. options: `shared.training.trainer_options` of the config (one process only:
+    MMP's fits last seconds on a CPU).
+    Returns what predicting needs (the loss, the NLL bin edges) and the loss curve (rows of epoch,
+    step, loss: the batch loss of every step, so a resumed fit logs what an uninterrupted one does).
+    """
+    from torch.utils.data import DataLoader
+
+    from shared.training import fit, make_trainer
+
+    from .survival_module import LoopOrderSampler, PatientBatches, SurvivalModule
+
+    options = dict(options or {})
+    if options.get("devices", 1) != 1 or options.get("num_nodes", 1) != 1:
+        raise ValueError("MMP trains each fit in one process (trainer.devices: 1, trainer.num_nodes: 1): "
+                         "its fits last seconds, and the experiments run every fold and arm in one script")
     time, event = np.asarray(time, dtype=float), np.asarray(event, dtype=bool)
     n = len(time)
     edges = nll_bins(time, event, n_bins) if loss == "nll" else None
-    y_bin = to_bins(time, edges) if loss == "nll" else None
-    opt = _optimizer(model, lr, weight_decay)
-    steps_per_epoch = math.ceil(n / batch_size)
-    total, warm = epochs * steps_per_epoch, steps_per_epoch
+    bins = to_bins(time, edges) if loss == "nll" else None
+    loader = DataLoader(range(n), batch_size=batch_size, sampler=LoopOrderSampler(n, seed),
+                        collate_fn=PatientBatches(data, time, event, bins))
+    module = SurvivalModule(model, loss=loss, lr=lr, weight_decay=weight_decay, alpha=alpha,
+                            steps_per_epoch=math.ceil(n / batch_size), epochs=epochs)
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)   # no banner per fit
+    with tempfile.TemporaryDirectory(prefix="mmp_fit_") as scratch, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*(`srun` command is available|LeafSpec)")   # per fit, not ours
+        root = Path(out_dir) if out_dir is not None else Path(scratch)
+        if out_dir is None:   # a throw-away fit: no step checkpoints, no wandb run
+            options.pop("every_n_train_steps", None)
+            options.pop("wandb", None)
+        trainer = make_trainer(root, seed=seed, max_epochs=epochs, progress=False, cache_config=cache_config,
+                               log_every_n_steps=1, **options)
+        if out_dir is None:   # nor epoch-end checkpoints (make_trainer always adds them)
+            from lightning.pytorch.callbacks import ModelCheckpoint
 
-    def lr_factor(step):
-        if step < warm:
-            return (step + 1) / warm
-        return 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, total - warm)))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor)
-    step = 0
-    model.train()
-    for epoch in range(epochs):
-        order = torch.randperm(n, generator=torch.Generator().manual_seed(derive_seed(seed, "epoch", epoch))).numpy()
-        for start in range(0, n, batch_size):
-            idx = order[start:start + batch_size]
-            torch.manual_seed(derive_seed(seed, "step", step))
-            out = model(make_batch(data, idx))
-            if loss == "cox":
-                value = cox_loss(out[:, 0], torch.as_tensor(time[idx]), torch.as_tensor(event[idx]))
-            else:
-                value = nll_loss(out, y_bin[idx], torch.as_tensor(event[idx]), alpha=alpha)
-            opt.zero_grad()
-            value.backward()
-            opt.step()
-            sched.step()
-            step += 1
+            trainer.callbacks[:] = [c for c in trainer.callbacks if not isinstance(c, ModelCheckpoint)]
+        fit(trainer, module, loader)
+        curve = read_curve(root / "logs" / "metrics.csv")
     model.eval()
-    return {"loss": loss, "edges": edges}
+    return {"loss": loss, "edges": edges, "curve": curve}
+
+
+def read_curve(path: Path) -> list[dict]:
+    """The (epoch, step, loss) rows of a fit's CSV log."""
+    import pandas as pd
+
+    df = pd.read_csv(path)
+    return [{"epoch": int(e), "step": int(s), "loss": float(v)} for e, s, v in zip(df.epoch, df.step, df.loss)]
 
 
 @torch.no_grad()
