@@ -68,9 +68,8 @@ def train_survival(model, data: dict, time, event, *, loss: str, epochs: int, ba
     with tempfile.TemporaryDirectory(prefix="mmp_fit_") as scratch, warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r".*(`srun` command is available|LeafSpec)")   # per fit, not ours
         root = Path(out_dir) if out_dir is not None else Path(scratch)
-        if out_dir is None:   # a throw-away fit: no step checkpoints, no wandb run
-            options.pop("every_n_train_steps", None)
-            options.pop("wandb", None)
+        if out_dir is None:   # a throw-away fit: no step checkpoints, no wandb run (whatever the config says)
+            options.update(every_n_train_steps=0, wandb="disabled")
         trainer = make_trainer(root, seed=seed, max_epochs=epochs, progress=False, cache_config=cache_config,
                                log_every_n_steps=1, **options)
         if out_dir is None:   # nor epoch-end checkpoints (make_trainer always adds them)
