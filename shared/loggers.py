@@ -59,3 +59,23 @@ def _csv_logger(**kwargs):
             return self._experiment
 
     return KeepingCSVLogger(**kwargs)
+
+
+def read_logs(root: str | Path, pattern: str = "**/logs/metrics.csv"):
+    """Every CSV log under `root` as one long DataFrame: run (the log's folder relative to `root`,
+    without the trailing `logs`), step, metric, value (rows without a value dropped)."""
+    import pandas as pd
+
+    root = Path(root)
+    frames = []
+    for path in sorted(root.glob(pattern)):
+        df = pd.read_csv(path)
+        if df.empty or "step" not in df:
+            continue
+        long = df.drop(columns=[c for c in ("epoch",) if c in df]).melt(id_vars="step", var_name="metric")
+        long = long.dropna(subset=["value"])
+        long.insert(0, "run", str(path.parent.parent.relative_to(root)))
+        frames.append(long)
+    if not frames:
+        return pd.DataFrame(columns=["run", "step", "metric", "value"])
+    return pd.concat(frames, ignore_index=True)

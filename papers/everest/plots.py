@@ -71,3 +71,23 @@ def reconstruction_figure(video: torch.Tensor, recon: torch.Tensor, visible: tor
         axes[i, 0].set_ylabel(name, fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def training_curves(logs, metric: str = "loss"):
+    """Loss against step of every training (CSV logs, `shared.loggers.read_logs` of the checkpoints
+    folder): pre-training arms left, fine-tuning arms right; one line per arm, the mean over seeds."""
+    logs = logs[logs.metric == metric].copy()
+    parts = logs.run.str.split("/", expand=True)
+    logs["phase"] = parts[0].str.split("_").str[0]
+    logs["arm"] = parts[0].str.split("_", n=1).str[1]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+    for ax, phase in zip(axes, ("pretrain", "finetune")):
+        sub = logs[logs.phase == phase]
+        for arm, g in sub.groupby("arm"):
+            curve = g.groupby("step").value.mean()
+            ax.plot(curve.index, curve.values, label=arm, lw=1)
+        ax.set(title=f"{phase} (mean over seeds)", xlabel="step", ylabel=metric)
+        if not sub.empty:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
