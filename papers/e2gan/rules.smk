@@ -42,6 +42,7 @@ rule e2gan_base_variants:
     input: E2GAN_CFG
     output: prov(f"{X}/metrics/base_variants.json")
     benchmark: e2gan_bench("base_variants")
+    priority: 15  # the base ablation waits for it
     threads: 1
     shell: experiment_cmd("e2gan", "base_variants")
 
