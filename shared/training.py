@@ -40,6 +40,15 @@ class CheckpointError(RuntimeError):
     """A checkpoint that cannot be read."""
 
 
+def _reseed_torch(seed: int) -> None:
+    """`torch.manual_seed` without its cost when CUDA is not initialised: there it queues a lazy
+    CUDA seed that records the Python call stack (~1.5 ms at Lightning's call depth, against ~0.01 ms
+    for the CPU generator; measured, 2000 calls). Same CPU stream; CUDA seeded once it is in use."""
+    torch.default_generator.manual_seed(seed)
+    if torch.cuda.is_initialized():
+        torch.cuda.manual_seed_all(seed)
+
+
 def _callbacks(seed: int):
     from lightning.pytorch.callbacks import Callback
 
@@ -51,7 +60,7 @@ def _callbacks(seed: int):
             step_seed = derive_seed(seed, "step", trainer.global_step)
             random.seed(step_seed)
             np.random.seed(step_seed)
-            torch.manual_seed(step_seed)
+            _reseed_torch(step_seed)
 
     class RunKey(Callback):
         """The run's key beside `last.ckpt` once training starts (after Lightning's setup, which warns
