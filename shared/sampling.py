@@ -56,11 +56,13 @@ class EpochSeededSampler(_Skippable, Sampler[int]):
     """Shuffles 0..n-1 with a permutation that depends only on (seed, epoch); shards it under DDP.
 
     Lightning calls `set_epoch` on samplers that have it, so a resumed run sees the same order.
+    stream: the name the permutation's seed is derived under, derive_seed(seed, stream, epoch) (a
+    port of a hand-written loop keeps that loop's name, and with it its shuffles).
     """
 
     def __init__(self, n: int, seed: int, shuffle: bool = True, drop_last: bool = False,
-                 num_replicas: int | None = None, rank: int | None = None):
-        self.n, self.seed, self.shuffle, self.drop_last = n, seed, shuffle, drop_last
+                 num_replicas: int | None = None, rank: int | None = None, stream: str = "sampler"):
+        self.n, self.seed, self.shuffle, self.drop_last, self.stream = n, seed, shuffle, drop_last, stream
         self.num_replicas, self.rank, self.epoch = num_replicas, rank, 0
 
     def _shard_size(self, w: int) -> int:
@@ -72,7 +74,7 @@ class EpochSeededSampler(_Skippable, Sampler[int]):
         if not self.shuffle:
             order = list(range(self.n))
         else:
-            g = torch.Generator().manual_seed(derive_seed(self.seed, "sampler", self.epoch))
+            g = torch.Generator().manual_seed(derive_seed(self.seed, self.stream, self.epoch))
             order = torch.randperm(self.n, generator=g).tolist()
         total = self._shard_size(w) * w
         if total > len(order):   # pad by repeating the start of the permutation (DistributedSampler)

@@ -16,22 +16,14 @@ import numpy as np
 import torch
 
 from shared.sampling import EpochSeededSampler
-from shared.seeding import derive_seed
 
 from .losses import cox_loss, nll_loss
 
 
-class LoopOrderSampler(EpochSeededSampler):
+def LoopOrderSampler(n: int, seed: int, **kwargs) -> EpochSeededSampler:  # noqa: N802 - reads as the sampler it returns
     """`EpochSeededSampler` on the permutation stream of MMP's former hand-written loop,
-    derive_seed(seed, "epoch", epoch), so the port keeps its shuffles bit for bit; DDP sharding and
-    mid-epoch resume are the parent's (it shards positions 0..n-1, mapped through the permutation)."""
-
-    def __init__(self, n: int, seed: int, **kwargs):
-        super().__init__(n, seed, shuffle=False, **kwargs)
-
-    def indices(self) -> list[int]:
-        g = torch.Generator().manual_seed(derive_seed(self.seed, "epoch", self.epoch))
-        return torch.randperm(self.n, generator=g)[super().indices()].tolist()
+    derive_seed(seed, "epoch", epoch), so the port keeps its shuffles bit for bit."""
+    return EpochSeededSampler(n, seed, stream="epoch", **kwargs)
 
 
 def weight_decay_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
