@@ -34,11 +34,14 @@ reproduce: install
 smoke: install
 	$(VENV)/bin/snakemake --cores $(CORES) --config profile=smoke
 
+# Two pytest workers (one per core; tests/conftest.py runs the shared smoke run once for both), work
+# stealing for the uneven tests; the slowest 25 are listed for the budget.
+TEST_WORKERS ?= 2
 test: install
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal --durations=25
 
 test-fast: install
-	$(PY) -m pytest -m "not workflow"
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not workflow"
 
 # JupyterLab in chromium (Selenium + Debian's chromium-driver, installed here when absent, as root):
 # every paper notebook run against the smoke results in $(SMOKE_RESULTS)/smoke (made first if
