@@ -293,8 +293,10 @@ def base_variants(run) -> dict:
 
 def base_path(run, kind: str) -> Path:
     cfg = run.cfg
-    key = config_hash({k: cfg[k] for k in ("data", "teacher", "text", "model", "train", "base", "concepts")}
-                      | {"seed": run.seed, "kind": kind})
+    # what the base's training reads: not train.lora_lr, which only the adapters use
+    train = {k: v for k, v in dict(cfg.train).items() if k != "lora_lr"}
+    key = config_hash({k: cfg[k] for k in ("data", "teacher", "text", "model", "base", "concepts")}
+                      | {"train": train, "seed": run.seed, "kind": kind})
     return run.out / "checkpoints" / "bases" / f"base_{kind}_{key}.pt"
 
 

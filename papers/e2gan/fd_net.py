@@ -43,7 +43,7 @@ def train_edit_net(images: np.ndarray, labels: np.ndarray, n_classes: int, *, st
     """Cross-entropy with Adam on (N, H, W, 3) images in [0, 1], minibatches drawn with `seed`."""
     torch.manual_seed(seed)
     net = EditNet(n_classes, width)
-    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    opt = torch.optim.Adam(net.parameters(), lr=lr, foreach=True)
     gen = torch.Generator().manual_seed(seed)
     x, y = _tensor(images), torch.as_tensor(labels, dtype=torch.long)
     for _ in range(steps):

@@ -95,7 +95,7 @@ class PretrainModule(_Phase):
 
     def configure_optimizers(self):
         p = self.phase
-        return torch.optim.AdamW(param_groups(self.model, p.weight_decay), lr=p.lr, betas=tuple(p.betas))
+        return torch.optim.AdamW(param_groups(self.model, p.weight_decay), lr=p.lr, betas=tuple(p.betas), foreach=True)
 
 
 class FinetuneModule(_Phase):
@@ -113,7 +113,7 @@ class FinetuneModule(_Phase):
         f = self.phase
         depth = len(self.model.encoder.blocks)
         return torch.optim.AdamW(param_groups(self.model, f.weight_decay, f.layer_decay, depth), lr=f.lr,
-                                 betas=(0.9, 0.999))
+                                 betas=(0.9, 0.999), foreach=True)
 
 
 class Snapshots(L.Callback):

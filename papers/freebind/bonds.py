@@ -188,7 +188,7 @@ def train_bond(datasets: Sequence[tuple[dict, dict]], overlap: Sequence[str], sr
     d_out = next(iter(datasets[0][1].values())).shape[1]
     k = len(datasets)
     bank = ProjectorBank(k, d_in, d_out, cfg.hidden)
-    opt = torch.optim.Adam(bank.parameters(), lr=cfg.lr)
+    opt = torch.optim.Adam(bank.parameters(), lr=cfg.lr, foreach=True)
     splits = []
     for src, tgt in datasets:
         n = next(iter(src.values())).shape[0]

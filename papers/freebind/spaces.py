@@ -85,7 +85,7 @@ class PairModule(L.LightningModule):
         return loss
 
     def configure_optimizers(self):
-        return torch.optim.Adam([p for p in self.parameters() if p.requires_grad], lr=self.lr)
+        return torch.optim.Adam([p for p in self.parameters() if p.requires_grad], lr=self.lr, foreach=True)
 
 
 def train_pair(enc_a, enc_b, xa, xb, *, out_dir: Path, seed: int, epochs: int, batch: int, lr: float,

@@ -64,7 +64,7 @@ class SurvivalModule(L.LightningModule):
         return value
 
     def configure_optimizers(self):
-        opt = torch.optim.AdamW(weight_decay_groups(self.model, self.weight_decay), lr=self.lr)
+        opt = torch.optim.AdamW(weight_decay_groups(self.model, self.weight_decay), lr=self.lr, foreach=True)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(self.steps_per_epoch, self.total_steps))
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 

@@ -34,7 +34,7 @@ class VAEModule(L.LightningModule):
         return loss
 
     def configure_optimizers(self):
-        return torch.optim.Adam(self.vae.parameters(), lr=self.lr)
+        return torch.optim.Adam(self.vae.parameters(), lr=self.lr, foreach=True)
 
 
 class LDMModule(L.LightningModule):
@@ -67,7 +67,7 @@ class LDMModule(L.LightningModule):
 
     def configure_optimizers(self):
         params = list(self.unet.parameters()) + list(self.text_encoder.parameters())
-        return torch.optim.AdamW(params, lr=self.lr, weight_decay=0.0)
+        return torch.optim.AdamW(params, lr=self.lr, weight_decay=0.0, foreach=True)
 
 
 class AttributeClassifier(torch.nn.Module):
@@ -104,7 +104,7 @@ class ClassifierModule(L.LightningModule):
         return loss
 
     def configure_optimizers(self):
-        return torch.optim.Adam(self.net.parameters(), lr=self.lr)
+        return torch.optim.Adam(self.net.parameters(), lr=self.lr, foreach=True)
 
 
 def _loader(tensors, batch_size, seed):

@@ -64,3 +64,21 @@ def test_lora_step_counts_fewer_flops_than_full_training():
                      pairs, 1, seed=0, batch_size=4)
     assert 0 < lora["flops_per_step"] < full["flops_per_step"]
     assert lora["trainable_params"] < full["trainable_params"] / 5
+
+
+def test_base_cache_key_ignores_the_adapters_lr_but_not_the_base_lr(tmp_path):
+    """A base model's cache file is named by what its training reads: train.lora_lr (the adapters'
+    step size) must not retrain the bases; train.lr must."""
+    import copy
+    from types import SimpleNamespace
+
+    from papers.e2gan.experiments import base_path
+    from shared.config import load_config
+
+    cfg = load_config("papers/e2gan/config.yaml", "smoke")
+    path = base_path(SimpleNamespace(cfg=cfg, seed=0, out=tmp_path), "clustered")
+    other = copy.deepcopy(cfg)
+    other["train"]["lora_lr"] = 1.0
+    assert base_path(SimpleNamespace(cfg=other, seed=0, out=tmp_path), "clustered") == path
+    other["train"]["lr"] = 1.0
+    assert base_path(SimpleNamespace(cfg=other, seed=0, out=tmp_path), "clustered") != path
