@@ -137,6 +137,7 @@ def make_trainer(
     log_every_n_steps: int = 10,
     callbacks: list | None = None,
     cache_config: dict | None = None,
+    checkpoint: bool = True,
 ):
     """A deterministic `lightning.Trainer` that checkpoints `out_dir/checkpoints/last.ckpt` at epoch
     ends and, with `every_n_train_steps`, every N optimiser steps.
@@ -152,6 +153,8 @@ def make_trainer(
     progress: show a progress bar (default: yes, except under CI=true).
     cache_config: what decides the trained weights (e.g. the data and model sections of the config);
     `fit` resumes only from a checkpoint made with the same hash of it and the same seed.
+    checkpoint: False for a throw-away fit (nothing to resume): no checkpoint callbacks at all, and
+    Lightning's own default checkpointing off.
     """
     import lightning as L
     from lightning.pytorch.callbacks import ModelCheckpoint
@@ -167,8 +170,8 @@ def make_trainer(
     seed_everything(seed)
     ckpt_dir = str(Path(out_dir) / "checkpoints")
     common = dict(dirpath=ckpt_dir, filename=CKPT_NAME, save_last=False, save_top_k=1, enable_version_counter=False)
-    ckpts = [ModelCheckpoint(every_n_epochs=1, save_on_train_epoch_end=True, **common)]
-    if every_n_train_steps:
+    ckpts = [ModelCheckpoint(every_n_epochs=1, save_on_train_epoch_end=True, **common)] if checkpoint else []
+    if every_n_train_steps and checkpoint:
         ckpts.append(ModelCheckpoint(every_n_train_steps=int(every_n_train_steps), save_on_train_epoch_end=False,
                                      **common))
     if loggers is None:
@@ -191,6 +194,7 @@ def make_trainer(
         callbacks=[*ckpts, *_callbacks(seed), *(callbacks or [])],
         num_sanity_val_steps=0,
         use_distributed_sampler=False,
+        enable_checkpointing=checkpoint,
     )
     trainer.cache_key = run_cache.cache_key(cache_config, seed)
     return trainer

@@ -3,7 +3,8 @@ base-model ablation, the data-size curve, and latency.
 
 Dependencies (see rules.smk): base_clustered → rank_search → lr_grid → concept_table / base_ablation /
 data_size_curve; base_variants → base_ablation; scratch_s0 … scratch_s2 (one job per seed) → concept_table (the PSNR
-target and scratch rows). Trained weights go under
+target and scratch rows); lr_grid → finetune_s0 … finetune_s2 (the fine-tuning arms, one job per seed, beside the
+scratch jobs) → concept_table. Trained weights go under
 `checkpoints/<experiment>/`, named by a hash of the config parts they depend on.
 
 Stochastic metrics are written as samples over training seeds (`shared.samples.sample`, unit "seed"):
@@ -611,19 +612,80 @@ def geomean(x) -> float:
     return float(np.exp(np.mean(np.log(np.asarray(x, float)))))
 
 
+N_FT_JOBS = 3   # the fine-tuning arms run as one job per seed index (rules.smk), beside the scratch jobs
+GRID_DIR = ("concept_table", "grid")   # the first seed's fine-tuned outputs on the image grid's test images
+ADAPTER_DIR = ("concept_table", "adapters")   # the first seed's searched adapters (the explorer loads them)
+
+
+def finetune_seed(index: int, run) -> dict:
+    """Every fine-tuning arm (`FT_ARMS`) on every new concept at seed `concepts.seeds[index]` (the last
+    job also takes any seeds beyond `N_FT_JOBS`), `finetune.steps` steps each at the arm's tuned lr.
+    The fine-tunes do not need the scratch targets (steps to target are read off their PSNR curves in
+    `concept_table`), so these jobs run beside the scratch jobs. Returns per run its row, its curve,
+    the random arm's rank draw and the full fine-tune's layer changes; the first seed also saves its
+    searched adapters and its outputs on the image grid's test images."""
+    setup, cfg = Setup(run), run.cfg
+    seeds = list(cfg.concepts.seeds)
+    mine = seeds[index:index + 1] if index < N_FT_JOBS - 1 else seeds[index:]
+    base = load_base(run, setup, "clustered")
+    searched = _read_metrics(run, "rank_search")["ranks"]
+    lrs = _read_metrics(run, "lr_grid")["chosen"]
+    adapters = run.out.joinpath("checkpoints", *ADAPTER_DIR)
+    grid = run.out.joinpath("checkpoints", *GRID_DIR)
+    runs, draws, changes = {}, [], []
+    for concept in cfg.concepts.new:
+        train, test = setup.pairs(concept, "train"), setup.pairs(concept, "test")
+        for seed in mine:
+            for arm in FT_ARMS:
+                ranks = arm_ranks(setup, arm, seed, concept, searched)
+                if arm == "lora_random":
+                    draws.append({"concept": concept, "seed": seed, **ranks,
+                                  "matched": random_ranks(setup, searched, seed, concept)[1]})
+                G, hist = finetune(setup, base, arm, ranks, train, test, cfg.finetune.steps, seed,
+                                   cfg.finetune.eval_every, lr=lrs[arm], concept=concept)
+                runs[f"{concept}|{seed}|{arm}"] = {
+                    "row": {"concept": concept, "seed": seed, "arm": arm, **evaluate(G, test, setup),
+                            **setup.paper_metrics(G, test, concept),
+                            "trainable_params": hist["trainable_params"], "stored_bytes": hist["stored_bytes"],
+                            "flops_per_step": hist["flops_per_step"], "lr": lrs[arm],
+                            "steps_run": hist["steps"], "batch_digest": hist["batch_digest"]},
+                    "history": {k: hist[k] for k in ("curve", "seconds", "steps", "flops_per_step")}}
+                if arm == "full_ft":
+                    changes.append({"concept": concept, "seed": seed, **relative_change(base["G"], G)})
+                if seed == seeds[0]:
+                    grid.mkdir(parents=True, exist_ok=True)
+                    np.save(grid / f"{slug(concept)}_{arm}.npy", predict(G, test.subset(range(cfg.grid.n_images))))
+                    if arm == "lora_searched":
+                        from safetensors.torch import save_file
+
+                        adapters.mkdir(parents=True, exist_ok=True)
+                        save_file(adapter_state(G), str(adapters / f"{slug(concept)}.safetensors"))
+                        (adapters / "ranks.json").write_text(json.dumps(searched))
+    return {"runs": runs, "draws": draws, "layer_changes": changes, "seeds": mine}
+
+
 def concept_table(run) -> dict:
     """Per new concept: every arm's quality, parameters, bytes stored, FLOPs and steps to the target;
-    per-concept FLOP ratios with their geometric mean; one-off costs and break-even; layer changes."""
+    per-concept FLOP ratios with their geometric mean; one-off costs and break-even; layer changes.
+    Assembles the scratch jobs (targets, scratch rows) and the fine-tuning jobs (`finetune_s*`)."""
     setup, cfg = Setup(run), run.cfg
     base = load_base(run, setup, "clustered")
     search = _read_metrics(run, "rank_search")
     searched = search["ranks"]
     lrs = _read_metrics(run, "lr_grid")
     scratch = read_scratch(run)
-    adapters = run.checkpoint_dir("adapters")
-    rows, grid_models, changes, draws = [], {}, [], []
+    ft, draws, changes = {}, [], []
+    for i in range(N_FT_JOBS):
+        part = _read_metrics(run, f"finetune_s{i}")
+        ft.update(part["runs"])
+        draws += part["draws"]
+        changes += part["layer_changes"]
+    order = {c: i for i, c in enumerate(cfg.concepts.new)}   # the jobs are per seed: back to concept-major
+    draws.sort(key=lambda d: (order[d["concept"]], list(cfg.concepts.seeds).index(d["seed"])))
+    changes.sort(key=lambda d: (order[d["concept"]], list(cfg.concepts.seeds).index(d["seed"])))
+    rows = []
     for concept in cfg.concepts.new:
-        train, test = setup.pairs(concept, "train"), setup.pairs(concept, "test")
+        test = setup.pairs(concept, "test")
         floors = {"floor_zero_shot": zero_shot_quality(setup, base, test)}
         for seed in cfg.concepts.seeds:
             sc = scratch[f"{concept}|{seed}"]
@@ -644,27 +706,8 @@ def concept_table(run) -> dict:
                              "lr": r["lr"], "steps_run": r["steps"],
                              **{f"{k}_to_target": v for k, v in to_target(hist, target).items()}})
             for arm in FT_ARMS:
-                ranks = arm_ranks(setup, arm, seed, concept, searched)
-                if arm == "lora_random":
-                    draws.append({"concept": concept, "seed": seed, **ranks,
-                                  "matched": random_ranks(setup, searched, seed, concept)[1]})
-                G, hist = finetune(setup, base, arm, ranks, train, test, cfg.finetune.steps, seed,
-                                   cfg.finetune.eval_every, lr=lrs["chosen"][arm], concept=concept)
-                rows.append({"concept": concept, "seed": seed, "arm": arm, **evaluate(G, test, setup),
-                             **setup.paper_metrics(G, test, concept),
-                             "trainable_params": hist["trainable_params"], "stored_bytes": hist["stored_bytes"],
-                             "flops_per_step": hist["flops_per_step"], "lr": lrs["chosen"][arm],
-                             "steps_run": hist["steps"], "batch_digest": hist["batch_digest"],
-                             **{f"{k}_to_target": v for k, v in to_target(hist, target).items()}})
-                if arm == "full_ft":
-                    changes.append({"concept": concept, "seed": seed, **relative_change(base["G"], G)})
-                if seed == cfg.concepts.seeds[0]:
-                    grid_models[(concept, arm)] = G
-                    if arm == "lora_searched":
-                        from safetensors.torch import save_file
-
-                        save_file(adapter_state(G), str(adapters / f"{slug(concept)}.safetensors"))
-    (adapters / "ranks.json").write_text(json.dumps(searched))
+                r = ft[f"{concept}|{seed}|{arm}"]
+                rows.append({**r["row"], **{f"{k}_to_target": v for k, v in to_target(r["history"], target).items()}})
     df = pd.DataFrame(rows)
     seeds = list(cfg.concepts.seeds)
     summary = df.drop(columns=["concept", "seed", "batch_digest"]).groupby("arm", sort=False).mean(
@@ -678,7 +721,7 @@ def concept_table(run) -> dict:
     run.save_table(df, "e2gan_concept_runs")
     run.save_table(summary, "e2gan_concept_table")
     run.save_table(pd.DataFrame(draws), "e2gan_random_ranks")
-    image_grid(run, setup, grid_models)
+    image_grid(run, setup)
 
     ratios = flops_ratios(run, df, seeds)
     layers = layer_change(run, pd.DataFrame(changes), seeds)
@@ -761,7 +804,7 @@ def layer_change(run, changes: pd.DataFrame, seeds) -> dict:
     return {"groups": out, "crucial_minus_rb": gap}
 
 
-def image_grid(run, setup: Setup, models: dict) -> None:
+def image_grid(run, setup: Setup) -> None:
     """Input, teacher and each arm on held-out test images of each new concept."""
     import matplotlib.pyplot as plt
 
@@ -779,8 +822,8 @@ def image_grid(run, setup: Setup, models: dict) -> None:
             G.load_state_dict(torch.load(ckpt / f"{slug(concept)}_{arm}_s{seed}.pt", map_location=setup.device,
                                          weights_only=True))
             imgs[arm] = predict(G, test)
-        for arm in FT_ARMS:
-            imgs[arm] = predict(models[(concept, arm)], test)
+        for arm in FT_ARMS:   # saved by the first seed's fine-tuning job
+            imgs[arm] = np.load(run.out.joinpath("checkpoints", *GRID_DIR) / f"{slug(concept)}_{arm}.npy")
         rows += [(concept, i, imgs) for i in range(n)]
     fig, axes = plt.subplots(len(rows), len(cols), figsize=(1.1 * len(cols), 1.1 * len(rows)), squeeze=False)
     for r, (concept, i, imgs) in enumerate(rows):
@@ -954,6 +997,7 @@ EXPERIMENTS = {
     "base_clustered": base_clustered,
     "base_variants": base_variants,
     **{f"scratch_s{i}": partial(scratch_seed, i) for i in range(N_SCRATCH_JOBS)},
+    **{f"finetune_s{i}": partial(finetune_seed, i) for i in range(N_FT_JOBS)},
     "rank_search": rank_search,
     "lr_grid": lr_grid,
     "lr_grid_scratch": lr_grid_scratch,

@@ -2,8 +2,10 @@
 X = f"{RESULTS}/e2gan"
 E2GAN_CFG = "papers/e2gan/config.yaml"
 E2GAN_SCRATCH = [f"{X}/metrics/scratch_s{i}.json" for i in range(3)]  # one job per seed (experiments.N_SCRATCH_JOBS)
+E2GAN_FT = [f"{X}/metrics/finetune_s{i}.json" for i in range(3)]  # one job per seed (experiments.N_FT_JOBS)
 E2GAN_FD = f"{X}/metrics/fd_net.json"  # the fd proxy's feature net: every job that reports `fd` waits for it
-E2GAN_EXPERIMENTS = ["fd_net", "base_clustered", "base_variants", "lr_grid_scratch", "scratch_s0", "scratch_s1", "scratch_s2", "rank_search", "lr_grid", "concept_table",
+E2GAN_EXPERIMENTS = ["fd_net", "base_clustered", "base_variants", "lr_grid_scratch", "scratch_s0", "scratch_s1", "scratch_s2",
+                     "finetune_s0", "finetune_s1", "finetune_s2", "rank_search", "lr_grid", "concept_table",
                      "base_ablation", "data_size_curve", "latency_table"]
 PAPER_METRICS["e2gan"] = [f"{X}/metrics/{e}.json" for e in E2GAN_EXPERIMENTS]
 PAPER_TARGETS.extend(prov(
@@ -24,7 +26,7 @@ rule e2gan_fd_net:
     input: E2GAN_CFG
     output: prov(E2GAN_FD)
     benchmark: e2gan_bench("fd_net")
-    priority: 20  # the scratch jobs wait for it
+    priority: 46  # the scratch jobs wait for it
     threads: 1
     shell: experiment_cmd("e2gan", "fd_net")
 
@@ -32,7 +34,7 @@ rule e2gan_fd_net:
 rule e2gan_base_model:
     input: E2GAN_CFG
     output: prov(f"{X}/metrics/base_clustered.json")
-    priority: 30  # on the critical path to the concept table
+    priority: 50  # heads the longest chain (base, rank search, lr grid, fine-tunes)
     benchmark: e2gan_bench("base_clustered")
     threads: 1
     shell: experiment_cmd("e2gan", "base_clustered")
@@ -42,7 +44,7 @@ rule e2gan_base_variants:
     input: E2GAN_CFG
     output: prov(f"{X}/metrics/base_variants.json")
     benchmark: e2gan_bench("base_variants")
-    priority: 15  # the base ablation waits for it
+    priority: 30  # the base ablation waits for it
     threads: 1
     shell: experiment_cmd("e2gan", "base_variants")
 
@@ -50,7 +52,7 @@ rule e2gan_base_variants:
 rule e2gan_lr_grid_scratch:
     input: E2GAN_CFG
     output: prov(f"{X}/metrics/lr_grid_scratch.json", f"{X}/tables/e2gan_lr_grid_scratch.csv", f"{X}/tables/e2gan_lr_grid_scratch.md")
-    priority: 30  # the scratch jobs wait for it
+    priority: 48  # the scratch jobs wait for it
     benchmark: e2gan_bench("lr_grid_scratch")
     threads: 1
     shell: experiment_cmd("e2gan", "lr_grid_scratch")
@@ -59,7 +61,7 @@ rule e2gan_lr_grid_scratch:
 rule e2gan_scratch_s0:
     input: E2GAN_CFG, f"{X}/metrics/lr_grid_scratch.json", E2GAN_FD
     output: prov(f"{X}/metrics/scratch_s0.json")
-    priority: 20  # the longest jobs: start them first
+    priority: 40  # long, and the concept table waits for them
     benchmark: e2gan_bench("scratch_s0")
     threads: 1
     shell: experiment_cmd("e2gan", "scratch_s0")
@@ -68,7 +70,7 @@ rule e2gan_scratch_s0:
 rule e2gan_scratch_s1:
     input: E2GAN_CFG, f"{X}/metrics/lr_grid_scratch.json", E2GAN_FD
     output: prov(f"{X}/metrics/scratch_s1.json")
-    priority: 20  # the longest jobs: start them first
+    priority: 40  # long, and the concept table waits for them
     benchmark: e2gan_bench("scratch_s1")
     threads: 1
     shell: experiment_cmd("e2gan", "scratch_s1")
@@ -77,16 +79,28 @@ rule e2gan_scratch_s1:
 rule e2gan_scratch_s2:
     input: E2GAN_CFG, f"{X}/metrics/lr_grid_scratch.json", E2GAN_FD
     output: prov(f"{X}/metrics/scratch_s2.json")
-    priority: 20  # the longest jobs: start them first
+    priority: 40  # long, and the concept table waits for them
     benchmark: e2gan_bench("scratch_s2")
     threads: 1
     shell: experiment_cmd("e2gan", "scratch_s2")
 
 
+rule e2gan_finetune:
+    """The fine-tuning arms at one seed index: they need the base, the searched ranks and the tuned lrs,
+    not the scratch targets, so they run beside the scratch jobs."""
+    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json", f"{X}/metrics/lr_grid.json", E2GAN_FD
+    output: prov(f"{X}/metrics/finetune_s{{i}}.json")
+    wildcard_constraints: i="[0-2]"
+    priority: 25  # on the longest chain, shorter than the scratch jobs
+    benchmark: e2gan_bench("finetune_s{i}")
+    threads: 1
+    shell: experiment_cmd("e2gan", "finetune_s{wildcards.i}")
+
+
 rule e2gan_rank_search:
     input: E2GAN_CFG, f"{X}/metrics/base_clustered.json"
     output: prov(f"{X}/metrics/rank_search.json")
-    priority: 25  # on the critical path to the concept table
+    priority: 45  # on the longest chain
     benchmark: e2gan_bench("rank_search")
     threads: 1
     shell: experiment_cmd("e2gan", "rank_search")
@@ -95,14 +109,14 @@ rule e2gan_rank_search:
 rule e2gan_lr_grid:
     input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json"
     output: prov(f"{X}/metrics/lr_grid.json", f"{X}/tables/e2gan_lr_grid.csv", f"{X}/tables/e2gan_lr_grid.md")
-    priority: 25  # on the critical path to the concept table
+    priority: 35  # on the longest chain
     benchmark: e2gan_bench("lr_grid")
     threads: 1
     shell: experiment_cmd("e2gan", "lr_grid")
 
 
 rule e2gan_concept_table:
-    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json", *E2GAN_SCRATCH, f"{X}/metrics/lr_grid.json", E2GAN_FD
+    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json", *E2GAN_SCRATCH, *E2GAN_FT, f"{X}/metrics/lr_grid.json", E2GAN_FD
     output:
         prov(f"{X}/metrics/concept_table.json", f"{X}/tables/e2gan_concept_table.csv", f"{X}/tables/e2gan_concept_table.md",
              f"{X}/tables/e2gan_concept_runs.csv", f"{X}/tables/e2gan_concept_runs.md",
@@ -110,7 +124,7 @@ rule e2gan_concept_table:
              f"{X}/tables/e2gan_layer_change.csv", f"{X}/tables/e2gan_layer_change.md",
              f"{X}/tables/e2gan_random_ranks.csv", f"{X}/tables/e2gan_random_ranks.md",
              f"{X}/figures/e2gan_image_grid.png", f"{X}/figures/e2gan_image_grid.pdf")
-    priority: 10  # on the critical path to the concept table
+    priority: 10  # assembles the others
     benchmark: e2gan_bench("concept_table")
     threads: 1
     shell: experiment_cmd("e2gan", "concept_table")

@@ -71,11 +71,7 @@ def train_survival(model, data: dict, time, event, *, loss: str, epochs: int, ba
         if out_dir is None:   # a throw-away fit: no step checkpoints, no wandb run (whatever the config says)
             options.update(every_n_train_steps=0, wandb="disabled")
         trainer = make_trainer(root, seed=seed, max_epochs=epochs, progress=False, cache_config=cache_config,
-                               log_every_n_steps=1, **options)
-        if out_dir is None:   # nor epoch-end checkpoints (make_trainer always adds them)
-            from lightning.pytorch.callbacks import ModelCheckpoint
-
-            trainer.callbacks[:] = [c for c in trainer.callbacks if not isinstance(c, ModelCheckpoint)]
+                               log_every_n_steps=1, checkpoint=out_dir is not None, **options)
         fit(trainer, module, loader)
         curve = read_curve(root / "logs" / "metrics.csv")
     model.eval()

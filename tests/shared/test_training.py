@@ -192,3 +192,17 @@ def test_run_options_are_the_defaults_and_explicit_arguments_win(tmp_path):
     finally:
         RUN_OPTIONS.clear()
     assert len(make_trainer(tmp_path / "c", seed=0, max_epochs=1, progress=False).checkpoint_callbacks) == 1
+
+
+def test_checkpoint_false_writes_no_checkpoint_and_trains_the_same(tmp_path):
+    """A throw-away fit (checkpoint=False) leaves no checkpoint to resume from and gives the same
+    weights as a checkpointed fit."""
+    ref, _ = train(tmp_path / "ref", 2)
+    torch.manual_seed(0)
+    module = Regressor()
+    trainer = make_trainer(tmp_path / "run", seed=0, max_epochs=2, progress=False, loggers=False, checkpoint=False,
+                           every_n_train_steps=1)
+    fit(trainer, module, loader())
+    assert last_checkpoint(tmp_path / "run") is None
+    assert not list((tmp_path / "run").rglob("*.ckpt"))
+    assert torch.equal(weights(ref), weights(module))
