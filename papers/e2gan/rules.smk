@@ -17,6 +17,13 @@ PAPER_TARGETS.extend(prov(
 
 
 
+# Priorities: each job's longest path to the end of the E2GAN jobs, in CPU seconds measured on idle cores
+# (2026-12-02: base 44, lr grid scratch 132, rank search 103, base variants 133, lr grid 74, fd net 16,
+# scratch 163/193/134, base ablation 135, data curve 103, fine-tunes 74 each, concept table 8, latency 9),
+# so that snakemake's greedy choice follows the critical path (an earlier run that started base_variants
+# late ended with base_ablation alone on one core).
+
+
 def e2gan_bench(name):
     """Per-job wall and CPU seconds (snakemake's benchmark: s, cpu_time), for the budget."""
     return f"{X}/benchmarks/{name}.tsv"
@@ -26,7 +33,7 @@ rule e2gan_fd_net:
     input: E2GAN_CFG
     output: prov(E2GAN_FD)
     benchmark: e2gan_bench("fd_net")
-    priority: 46  # the scratch jobs wait for it
+    priority: 229
     threads: 1
     shell: experiment_cmd("e2gan", "fd_net")
 
@@ -34,7 +41,7 @@ rule e2gan_fd_net:
 rule e2gan_base_model:
     input: E2GAN_CFG
     output: prov(f"{X}/metrics/base_clustered.json")
-    priority: 50  # heads the longest chain (base, rank search, lr grid, fine-tunes)
+    priority: 384
     benchmark: e2gan_bench("base_clustered")
     threads: 1
     shell: experiment_cmd("e2gan", "base_clustered")
@@ -44,7 +51,7 @@ rule e2gan_base_variants:
     input: E2GAN_CFG
     output: prov(f"{X}/metrics/base_variants.json")
     benchmark: e2gan_bench("base_variants")
-    priority: 30  # the base ablation waits for it
+    priority: 269
     threads: 1
     shell: experiment_cmd("e2gan", "base_variants")
 
@@ -52,7 +59,7 @@ rule e2gan_base_variants:
 rule e2gan_lr_grid_scratch:
     input: E2GAN_CFG
     output: prov(f"{X}/metrics/lr_grid_scratch.json", f"{X}/tables/e2gan_lr_grid_scratch.csv", f"{X}/tables/e2gan_lr_grid_scratch.md")
-    priority: 48  # the scratch jobs wait for it
+    priority: 346
     benchmark: e2gan_bench("lr_grid_scratch")
     threads: 1
     shell: experiment_cmd("e2gan", "lr_grid_scratch")
@@ -61,7 +68,7 @@ rule e2gan_lr_grid_scratch:
 rule e2gan_scratch_s0:
     input: E2GAN_CFG, f"{X}/metrics/lr_grid_scratch.json", E2GAN_FD
     output: prov(f"{X}/metrics/scratch_s0.json")
-    priority: 40  # long, and the concept table waits for them
+    priority: 186
     benchmark: e2gan_bench("scratch_s0")
     threads: 1
     shell: experiment_cmd("e2gan", "scratch_s0")
@@ -70,7 +77,7 @@ rule e2gan_scratch_s0:
 rule e2gan_scratch_s1:
     input: E2GAN_CFG, f"{X}/metrics/lr_grid_scratch.json", E2GAN_FD
     output: prov(f"{X}/metrics/scratch_s1.json")
-    priority: 40  # long, and the concept table waits for them
+    priority: 214
     benchmark: e2gan_bench("scratch_s1")
     threads: 1
     shell: experiment_cmd("e2gan", "scratch_s1")
@@ -79,7 +86,7 @@ rule e2gan_scratch_s1:
 rule e2gan_scratch_s2:
     input: E2GAN_CFG, f"{X}/metrics/lr_grid_scratch.json", E2GAN_FD
     output: prov(f"{X}/metrics/scratch_s2.json")
-    priority: 40  # long, and the concept table waits for them
+    priority: 157
     benchmark: e2gan_bench("scratch_s2")
     threads: 1
     shell: experiment_cmd("e2gan", "scratch_s2")
@@ -91,7 +98,7 @@ rule e2gan_finetune:
     input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json", f"{X}/metrics/lr_grid.json", E2GAN_FD
     output: prov(f"{X}/metrics/finetune_s{{i}}.json")
     wildcard_constraints: i="[0-2]"
-    priority: 25  # on the longest chain, shorter than the scratch jobs
+    priority: 95
     benchmark: e2gan_bench("finetune_s{i}")
     threads: 1
     shell: experiment_cmd("e2gan", "finetune_s{wildcards.i}")
@@ -100,7 +107,7 @@ rule e2gan_finetune:
 rule e2gan_rank_search:
     input: E2GAN_CFG, f"{X}/metrics/base_clustered.json"
     output: prov(f"{X}/metrics/rank_search.json")
-    priority: 45  # on the longest chain
+    priority: 339
     benchmark: e2gan_bench("rank_search")
     threads: 1
     shell: experiment_cmd("e2gan", "rank_search")
@@ -109,7 +116,7 @@ rule e2gan_rank_search:
 rule e2gan_lr_grid:
     input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json"
     output: prov(f"{X}/metrics/lr_grid.json", f"{X}/tables/e2gan_lr_grid.csv", f"{X}/tables/e2gan_lr_grid.md")
-    priority: 35  # on the longest chain
+    priority: 236
     benchmark: e2gan_bench("lr_grid")
     threads: 1
     shell: experiment_cmd("e2gan", "lr_grid")
@@ -124,7 +131,7 @@ rule e2gan_concept_table:
              f"{X}/tables/e2gan_layer_change.csv", f"{X}/tables/e2gan_layer_change.md",
              f"{X}/tables/e2gan_random_ranks.csv", f"{X}/tables/e2gan_random_ranks.md",
              f"{X}/figures/e2gan_image_grid.png", f"{X}/figures/e2gan_image_grid.pdf")
-    priority: 10  # assembles the others
+    priority: 25
     benchmark: e2gan_bench("concept_table")
     threads: 1
     shell: experiment_cmd("e2gan", "concept_table")
@@ -135,6 +142,7 @@ rule e2gan_base_ablation_table:
     output:
         prov(f"{X}/metrics/base_ablation.json", f"{X}/tables/e2gan_base_ablation.csv", f"{X}/tables/e2gan_base_ablation.md",
              f"{X}/tables/e2gan_base_ablation_runs.csv", f"{X}/tables/e2gan_base_ablation_runs.md")
+    priority: 135
     benchmark: e2gan_bench("base_ablation")
     threads: 1
     shell: experiment_cmd("e2gan", "base_ablation")
@@ -145,6 +153,7 @@ rule e2gan_data_size_figure:
     output:
         prov(f"{X}/metrics/data_size_curve.json", f"{X}/figures/e2gan_data_size.png", f"{X}/figures/e2gan_data_size.pdf",
              f"{X}/tables/e2gan_data_size.csv", f"{X}/tables/e2gan_data_size.md")
+    priority: 104
     benchmark: e2gan_bench("data_size_curve")
     threads: 1
     shell: experiment_cmd("e2gan", "data_size_curve")
@@ -153,6 +162,7 @@ rule e2gan_data_size_figure:
 rule e2gan_latency_table:
     input: E2GAN_CFG
     output: prov(f"{X}/metrics/latency_table.json", f"{X}/tables/e2gan_latency.csv", f"{X}/tables/e2gan_latency.md")
+    priority: 8
     benchmark: e2gan_bench("latency_table")
     threads: 1
     shell: experiment_cmd("e2gan", "latency_table")
