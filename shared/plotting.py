@@ -53,3 +53,21 @@ def save_figure(fig: "plt.Figure", stem: str | Path) -> list[Path]:
 
 
 apply_style()
+
+
+def loss_curves(logs, metric: str = "loss", title: str = ""):
+    """One panel per training run (`shared.loggers.read_logs` rows: run, step, metric, value): `metric`
+    against step, each on its own scale (different trainings' losses are not comparable)."""
+    logs = logs[logs.metric == metric]
+    runs = list(dict.fromkeys(logs.run))
+    fig, axes = plt.subplots(1, max(1, len(runs)), figsize=(3.2 * max(1, len(runs)), 2.6), squeeze=False)
+    for ax, run in zip(axes[0], runs):
+        g = logs[logs.run == run].groupby("step").value.mean()
+        ax.plot(g.index, g.values, lw=1)
+        ax.set(title=run, xlabel="step", ylabel=metric)
+    if not runs:
+        axes[0, 0].text(0.5, 0.5, f"no '{metric}' rows logged", ha="center", va="center", transform=axes[0, 0].transAxes)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig

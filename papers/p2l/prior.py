@@ -121,11 +121,17 @@ def _cache_config(cfg, images) -> dict:
     return {"section": dict(cfg), "data": list(images.shape)}
 
 
+def _log_every(steps: int) -> int:
+    """Lightning's CSV log interval: every 10 steps, or often enough that a short (smoke) run logs too."""
+    return max(1, min(10, int(steps) // 2))
+
+
 def train_vae(cfg, images, out_dir: Path, seed: int, progress: bool = False):
     vae = build_vae(list(cfg.channels), cfg.latent_channels, images.shape[-1])
     module = VAEModule(vae, cfg.lr, cfg.kl_weight)
     trainer = make_trainer(out_dir, seed=seed, max_steps=cfg.steps, progress=progress,
                            cache_config=_cache_config(cfg, images),
+                           log_every_n_steps=_log_every(cfg.steps),
                            max_epochs=_steps_to_epochs(cfg.steps, len(images), cfg.batch_size))
     fit(trainer, module, _loader([images], cfg.batch_size, seed))
     return vae.eval().requires_grad_(False)
@@ -143,6 +149,7 @@ def train_ldm(cfg, latents, ids, tokenizer, out_dir: Path, seed: int, progress: 
     module = LDMModule(unet, text_encoder, build_scheduler(), cfg.lr, cfg.ema_decay, cfg.caption_dropout)
     trainer = make_trainer(out_dir, seed=seed, max_steps=cfg.steps, progress=progress,
                            cache_config={**_cache_config(cfg, latents), "latents_sum": float(latents.sum())},
+                           log_every_n_steps=_log_every(cfg.steps),
                            max_epochs=_steps_to_epochs(cfg.steps, len(latents), cfg.batch_size))
     fit(trainer, module, _loader([latents, ids], cfg.batch_size, seed))
     return module.ema_unet.eval(), module.ema_text.eval()
@@ -152,6 +159,7 @@ def train_classifier(cfg, images, labels, out_dir: Path, seed: int, progress: bo
     net = AttributeClassifier(cfg.width, cfg.feature_dim)
     trainer = make_trainer(out_dir, seed=seed, max_steps=cfg.steps, progress=progress,
                            cache_config=_cache_config(cfg, images),
+                           log_every_n_steps=_log_every(cfg.steps),
                            max_epochs=_steps_to_epochs(cfg.steps, len(images), cfg.batch_size))
     fit(trainer, ClassifierModule(net, cfg.lr), _loader([images, labels], cfg.batch_size, seed))
     return net.eval().requires_grad_(False)
