@@ -1,10 +1,14 @@
-"""Test-wide settings: one torch thread, the Triton interpreter, offline hubs, no wandb.
+"""Test-wide settings: one torch thread, the Triton interpreter where there is no GPU, offline hubs, no wandb.
 
-TRITON_INTERPRET must be set before any `@triton.jit` decorator runs, hence here, at import time.
+TRITON_INTERPRET must be set before any `@triton.jit` decorator runs, hence here, at import time (and
+without importing torch, so a device node stands for CUDA). On a CUDA machine the kernels compile
+(kernels/gpu_check.sh unsets it); an explicit TRITON_INTERPRET in the environment always wins.
 """
+import glob
 import os
 
-os.environ["TRITON_INTERPRET"] = "1"
+if "TRITON_INTERPRET" not in os.environ:
+    os.environ["TRITON_INTERPRET"] = "0" if glob.glob("/dev/nvidia[0-9]*") else "1"
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("WANDB_MODE", "disabled")
