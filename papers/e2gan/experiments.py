@@ -419,9 +419,14 @@ def scratch_seed(index: int, run) -> dict:
     target is that plateau (its best PSNR) − `finetune.target_margin_db`. E²GAN from scratch then trains
     on the same minibatches until it reaches the target or plateaus. The last job also takes any seeds
     beyond `N_SCRATCH_JOBS`."""
-    seeds = list(run.cfg.concepts.seeds)
-    mine = seeds[index:index + 1] if index < N_SCRATCH_JOBS - 1 else seeds[index:]
+    mine = job_seeds(run.cfg, index, N_SCRATCH_JOBS)
     return {"runs": scratch_runs(run, mine) if mine else {}, "seeds": mine}
+
+
+def job_seeds(cfg, index: int, n_jobs: int) -> list:
+    """The seeds of per-seed job `index` of `n_jobs`: one each, the last job also any beyond."""
+    seeds = list(cfg.concepts.seeds)
+    return seeds[index:index + 1] if index < n_jobs - 1 else seeds[index:]
 
 
 def lr_grid_scratch(run) -> dict:
@@ -626,7 +631,7 @@ def finetune_seed(index: int, run) -> dict:
     searched adapters and its outputs on the image grid's test images."""
     setup, cfg = Setup(run), run.cfg
     seeds = list(cfg.concepts.seeds)
-    mine = seeds[index:index + 1] if index < N_FT_JOBS - 1 else seeds[index:]
+    mine = job_seeds(cfg, index, N_FT_JOBS)
     base = load_base(run, setup, "clustered")
     searched = _read_metrics(run, "rank_search")["ranks"]
     lrs = _read_metrics(run, "lr_grid")["chosen"]
@@ -681,8 +686,12 @@ def concept_table(run) -> dict:
         draws += part["draws"]
         changes += part["layer_changes"]
     order = {c: i for i, c in enumerate(cfg.concepts.new)}   # the jobs are per seed: back to concept-major
-    draws.sort(key=lambda d: (order[d["concept"]], list(cfg.concepts.seeds).index(d["seed"])))
-    changes.sort(key=lambda d: (order[d["concept"]], list(cfg.concepts.seeds).index(d["seed"])))
+
+    def concept_major(d):
+        return order[d["concept"]], list(cfg.concepts.seeds).index(d["seed"])
+
+    draws.sort(key=concept_major)
+    changes.sort(key=concept_major)
     rows = []
     for concept in cfg.concepts.new:
         test = setup.pairs(concept, "test")
