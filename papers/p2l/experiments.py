@@ -1,6 +1,8 @@
 """The experiments (`python -m papers.p2l <experiment> --profile P --out DIR`).
 
-train_prior   VAE → latents → text encoder + UNet, and the attribute classifier (tiny profile)
+train_classifier  the attribute classifier on the training images (tiny profile; the prior's gate reads it)
+train_prior   VAE → latents → text encoder + UNet, saved as a diffusers pipeline (tiny profile)
+prior_gate    the prior follows its captions: classifier accuracy on CFG samples, null-caption frequencies
 main_<task>   per task: equal-budget tuning of ρ on the validation split, then every method on
               the held-out split (PSNR, SSIM, off-range, prompt cosine per image; FD proxy; trajectories)
 main_table    the task × method table, the grid and trajectory figures, runtime/NFE, the prompt's cosine
@@ -25,7 +27,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from shared.assets import require_path
+from shared.assets import MissingAssetError, require_path
 from shared.io import read_json, write_json
 from shared.samples import combine, is_sample, sample
 
@@ -47,15 +49,36 @@ def _prior_dir(out: Path) -> Path:
     return Path(out) / "checkpoints" / "train_prior"
 
 
+def _classifier_file(out: Path) -> Path:
+    return _prior_dir(out) / "classifier.safetensors"
+
+
+def train_attribute_classifier(run) -> dict:
+    """The attribute classifier, trained on the prior's training images: its own job, so that it runs
+    beside the VAE and the LDM (the gate, the FD proxy and attribute accuracy read it). Its logs sit
+    beside the prior's, under checkpoints/train_prior/classifier."""
+    cfg = run.cfg
+    if cfg.full.sd_path:
+        return {"skipped": "full profile: no attribute classifier (the tiny world's attributes)"}
+    start = time.perf_counter()
+    data = make_split(run.seed, "train", cfg.data.n_train, cfg.image_size)
+    out_dir = _prior_dir(run.out) / "classifier"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    clf = train_classifier(cfg.classifier, data["images"], data["labels"], out_dir, run.seed)
+    from safetensors.torch import save_file
+
+    save_file(clf.state_dict(), str(_classifier_file(run.out)))
+    return {"train_wall_s": time.perf_counter() - start, "steps": int(cfg.classifier.steps)}
+
+
 def train_prior(run) -> dict:
+    """VAE → latents → text encoder + UNet, saved as a diffusers pipeline (what the solvers load)."""
     cfg = run.cfg
     if cfg.full.sd_path:
         return {"skipped": "full profile uses Stable Diffusion from full.sd_path"}
     start = time.perf_counter()
     data = make_split(run.seed, "train", cfg.data.n_train, cfg.image_size)
-    images, captions, labels = data["images"], data["captions"], data["labels"]
-    clf = train_classifier(cfg.classifier, images, labels, run.checkpoint_dir("classifier"), run.seed)
-    t_clf = time.perf_counter()
+    images, captions = data["images"], data["captions"]
     vae = train_vae(cfg.vae, images, run.checkpoint_dir("vae"), run.seed)
     latents = encode_all(vae, images)
     scale = float(1.0 / latents.std())
@@ -66,16 +89,23 @@ def train_prior(run) -> dict:
     t_ldm = time.perf_counter()
     ldm = assemble(vae, unet, text_encoder, scale, torch.device("cpu"))
     save_pipeline(ldm, _prior_dir(run.out) / "pipeline")
-    from safetensors.torch import save_file
-
-    save_file(clf.state_dict(), str(_prior_dir(run.out) / "classifier.safetensors"))
-
-    # the gate: the classifier reads real images; samples with the true caption carry its attributes;
-    # samples with the null caption have the data's attribute frequencies
-    chk = cfg.prior_check
-    test = make_split(run.seed, "test", chk.n, cfg.image_size)
+    test = make_split(run.seed, "test", cfg.prior_check.n, cfg.image_size)
     with torch.no_grad():
         rec = ldm.decode(ldm.encode(test["images"]))
+    return {"vae_rec_psnr": float(M.psnr(rec, test["images"]).mean()), "latent_scale": scale,
+            "train_wall_s": {"vae": t_vae - start, "ldm": t_ldm - t_vae}}
+
+
+def prior_gate(run) -> dict:
+    """The gate on the saved prior: the classifier reads real images; samples with the true caption
+    (DDIM, CFG at prior_check.guidance) carry its attributes; samples with the null caption have the
+    data's attribute frequencies. Its own job, so that it runs beside the main tasks."""
+    cfg = run.cfg
+    if cfg.full.sd_path:
+        return {"skipped": "full profile uses Stable Diffusion from full.sd_path"}
+    ldm, clf = load_prior(cfg, run.out), load_classifier(cfg, run.out)
+    chk = cfg.prior_check
+    test = make_split(run.seed, "test", chk.n, cfg.image_size)
     real = M.attribute_hits(clf, test["images"], test["labels"])
     x_cond = sample_prior(ldm, test["captions"], chk.steps, chk.guidance, run.seed)
     cond = M.attribute_hits(clf, x_cond, test["labels"])
@@ -93,13 +123,11 @@ def train_prior(run) -> dict:
         null_freq[attr] = {v: sample(probs[:, k], "image") for k, v in enumerate(values)}
         tv[attr] = 0.5 * float(sum(abs((null_pred[:, j] == k).mean() - 1 / len(values)) for k in range(len(values))))
     run.save_figure(prior_figure(test["images"], x_cond, x_null, n=16), "prior_samples")
-    return {"vae_rec_psnr": float(M.psnr(rec, test["images"]).mean()), "latent_scale": scale,
-            # per-image hits (0/1): the ledger decides them by the exact binomial interval
+    return {  # per-image hits (0/1): the ledger decides them by the exact binomial interval
             "classifier_real": {a: sample(real[:, j], "image", binary=True) for j, a in enumerate(names)},
             "conditional": {a: sample(cond[:, j], "image", binary=True) for j, a in enumerate(names)},
             "null_frequency": null_freq, "data_frequency": {a: 1 / len(v) for a, v in ATTRIBUTES.items()},
-            "null_tv_distance": tv, "guidance": chk.guidance, "sample_steps": chk.steps, "n": chk.n,
-            "train_wall_s": {"classifier": t_clf - start, "vae": t_vae - t_clf, "ldm": t_ldm - t_vae}}
+            "null_tv_distance": tv, "guidance": chk.guidance, "sample_steps": chk.steps, "n": chk.n}
 
 
 def prior_figure(data, x_cond, x_null, n: int = 16):
@@ -134,8 +162,12 @@ def load_classifier(cfg, out: Path) -> AttributeClassifier | None:
         return None
     from safetensors.torch import load_file
 
+    path = _classifier_file(out)
+    if not path.exists():
+        raise MissingAssetError(f"No attribute classifier at {path}: train it first with "
+                                f"`python -m papers.p2l train_classifier --out {out}` (same profile).")
     clf = AttributeClassifier(cfg.classifier.width, cfg.classifier.feature_dim)
-    clf.load_state_dict(load_file(str(_prior_dir(out) / "classifier.safetensors")))
+    clf.load_state_dict(load_file(str(path)))
     return clf.eval().requires_grad_(False)
 
 
@@ -313,7 +345,8 @@ def main_task(run, task: str) -> dict:
     gt = test["images"]
     ref = make_split(cfg.seed, "ref", cfg.data.n_ref, cfg.image_size)["images"] if clf is not None else None
     ref_feat = M.features(clf, ref) if clf is not None else None
-    idx = M.bootstrap_indices(len(gt), cfg.bootstrap.n, run.seed)
+    k = int(cfg.data.noise_seeds)   # rows: image i under draw d at d·n_test + i
+    idx = M.bootstrap_indices(len(gt) // k, cfg.bootstrap.n, run.seed, draws=k)
     per_image, out, recon, fd_boots = [], {}, {}, {}
     for m in methods:
         hp = {**method_hparams(cfg, m), **tuned[m], "record_every": cfg.solve.record_every}
@@ -323,7 +356,6 @@ def main_task(run, task: str) -> dict:
                   "residual": M.per_image_residual(op, x, y), **record_scores(records)}
         if clf is not None:
             scores["attr_acc"] = M.attribute_accuracy(clf, x, test["labels"])
-        k = int(cfg.data.noise_seeds)
         out[m] = {key: sample(per_image_mean(v, k), "image") for key, v in scores.items()}
         # the first noise draw alone (what the ablation and the 250-step check solve)
         out[m]["first_draw"] = {key: sample(np.asarray(scores[key])[:len(gt) // k], "image") for key in ("psnr", "ssim")}
@@ -663,5 +695,5 @@ def _with_steps(cfg, steps: int):
     return SimpleNamespace(solve=SimpleNamespace(steps=steps, batch_size=cfg.solve.batch_size))
 
 
-EXPERIMENTS = {"train_prior": train_prior, "steps_check": steps_check, **{f"main_{t}": partial(main_task, task=t) for t in TASKS},
+EXPERIMENTS = {"train_classifier": train_attribute_classifier, "train_prior": train_prior, "prior_gate": prior_gate, "steps_check": steps_check, **{f"main_{t}": partial(main_task, task=t) for t in TASKS},
                "main_table": main_table, "floors": floors, "ablation": ablation}

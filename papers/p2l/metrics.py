@@ -63,8 +63,12 @@ def high_frequency_energy(x: torch.Tensor, cutoff: float = 0.25) -> np.ndarray:
     return ((power * high).sum((-3, -2, -1)) / power.sum((-3, -2, -1)).clamp_min(1e-20)).numpy()
 
 
-def bootstrap_indices(n: int, n_boot: int, seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
+def bootstrap_indices(n: int, n_boot: int, seed: int, draws: int = 1) -> np.ndarray:
+    """Bootstrap resamples of n images, [n_boot, n·draws] row indices. Rows are ordered draw-major
+    (row d·n + i is image i under noise draw d), and an image is resampled with all its draws, since
+    the draws of one image are not independent units."""
+    images = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
+    return np.concatenate([images + d * n for d in range(draws)], axis=1)
 
 
 def percentile_interval(boots: np.ndarray) -> list[float]:

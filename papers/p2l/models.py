@@ -49,14 +49,16 @@ def build_text_encoder(vocab_size: int, dim: int, layers: int, max_length: int):
     return CLIPTextModel(cfg)
 
 
-def build_vae(channels: list[int], latent_channels: int, image_size: int):
+def build_vae(channels: list[int], latent_channels: int, image_size: int, mid_attention: bool = True):
+    """SD's AutoencoderKL, small. mid_attention: the self-attention of the encoder's and decoder's middle
+    blocks (SD has it; at 4×4 latents it costs a third of a decoder call and the tiny world does not need it)."""
     from diffusers import AutoencoderKL
 
     n = len(channels)
     return AutoencoderKL(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * n,
                          up_block_types=("UpDecoderBlock2D",) * n, block_out_channels=tuple(channels),
                          layers_per_block=1, latent_channels=latent_channels, norm_num_groups=min(32, channels[0]),
-                         sample_size=image_size)
+                         sample_size=image_size, mid_block_add_attention=mid_attention)
 
 
 def build_unet(channels: list[int], latent_channels: int, latent_size: int, cross_attention_dim: int,

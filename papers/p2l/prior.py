@@ -127,7 +127,8 @@ def _log_every(steps: int) -> int:
 
 
 def train_vae(cfg, images, out_dir: Path, seed: int, progress: bool = False):
-    vae = build_vae(list(cfg.channels), cfg.latent_channels, images.shape[-1])
+    vae = build_vae(list(cfg.channels), cfg.latent_channels, images.shape[-1],
+                    mid_attention=bool(cfg.get("mid_attention", True)))
     module = VAEModule(vae, cfg.lr, cfg.kl_weight)
     trainer = make_trainer(out_dir, seed=seed, max_steps=cfg.steps, progress=progress,
                            cache_config=_cache_config(cfg, images),

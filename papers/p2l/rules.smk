@@ -1,10 +1,13 @@
 # P2L: train the tiny prior, solve every task with every method, then the table, figures and ablation.
+# Priorities follow each job's longest path to the end (prior → main_sr → ablation is the longest).
 from shared.config import load_config as _p2l_load_config
 
 P2L = f"{RESULTS}/p2l"
 P2L_CFG = _p2l_load_config("papers/p2l/config.yaml", PROFILE)
 P2L_TASKS = list(P2L_CFG["main_tasks"])
-P2L_PRIOR = [] if P2L_CFG["full"]["sd_path"] else [f"{P2L}/metrics/train_prior.json"]
+_P2L_TINY_PRIOR = not P2L_CFG["full"]["sd_path"]   # the tiny world: a trained prior, its classifier, its gate
+P2L_PRIOR = [f"{P2L}/metrics/{e}.json" for e in ("train_classifier", "train_prior")] if _P2L_TINY_PRIOR else []
+P2L_GATE = [f"{P2L}/metrics/prior_gate.json"] if _P2L_TINY_PRIOR else []
 P2L_PARTS = [f"{P2L}/metrics/main_{t}.json" for t in P2L_TASKS]
 
 def p2l_bench(name):
@@ -12,10 +15,10 @@ def p2l_bench(name):
     return f"{P2L}/benchmarks/{name}.tsv"
 
 
-PAPER_METRICS["p2l"] = P2L_PRIOR + P2L_PARTS + [f"{P2L}/metrics/main_table.json", f"{P2L}/metrics/floors.json",
+PAPER_METRICS["p2l"] = P2L_PRIOR + P2L_GATE + P2L_PARTS + [f"{P2L}/metrics/main_table.json", f"{P2L}/metrics/floors.json",
                                                  f"{P2L}/metrics/ablation.json", f"{P2L}/metrics/steps_check.json"]
 PAPER_TARGETS.extend(prov(
-    *([f"{P2L}/figures/prior_samples.png"] if P2L_PRIOR else []),
+    *([f"{P2L}/figures/prior_samples.png"] if P2L_GATE else []),
     *[f"{P2L}/figures/{k}_{t}.png" for t in P2L_TASKS for k in ("grid", "tuning")],
     *[f"{P2L}/tables/{k}_{t}.md" for t in P2L_TASKS for k in ("tuning", "per_image")],
     *[f"{P2L}/tables/{k}.md" for k in ("main_table", "main_table_wide", "runtime_nfe", "artifacts_range", "floors",
@@ -24,12 +27,33 @@ PAPER_TARGETS.extend(prov(
 ))
 
 
+rule p2l_classifier:
+    """The attribute classifier, beside the VAE and the LDM (the gate, the FD proxy and attribute accuracy read it)."""
+    input: "papers/p2l/config.yaml"
+    output: prov(f"{P2L}/metrics/train_classifier.json")
+    benchmark: p2l_bench("classifier")
+    priority: 50
+    threads: 1
+    shell: experiment_cmd("p2l", "train_classifier")
+
+
 rule p2l_prior:
     input: "papers/p2l/config.yaml"
-    output: prov(f"{P2L}/metrics/train_prior.json", f"{P2L}/figures/prior_samples.png", f"{P2L}/figures/prior_samples.pdf")
+    output: prov(f"{P2L}/metrics/train_prior.json")
     benchmark: p2l_bench("prior")
+    priority: 600
     threads: 1
     shell: experiment_cmd("p2l", "train_prior")
+
+
+rule p2l_prior_gate:
+    """The prior follows its captions (the claims' gate): beside the main tasks, which need only the prior."""
+    input: "papers/p2l/config.yaml", P2L_PRIOR
+    output: prov(f"{P2L}/metrics/prior_gate.json", f"{P2L}/figures/prior_samples.png", f"{P2L}/figures/prior_samples.pdf")
+    benchmark: p2l_bench("prior_gate")
+    priority: 90
+    threads: 1
+    shell: experiment_cmd("p2l", "prior_gate")
 
 
 rule p2l_task_solutions:
@@ -40,6 +64,7 @@ rule p2l_task_solutions:
              *[f"{P2L}/tables/{k}_{{task}}.{e}" for k in ("tuning", "per_image") for e in ("csv", "md")])
     wildcard_constraints: task="|".join(P2L_TASKS)
     benchmark: p2l_bench("main_{task}")
+    priority: lambda wildcards: 400 if wildcards.task == P2L_CFG["ablation"]["task"] else 200
     threads: 1
     shell: experiment_cmd("p2l", "main_{wildcards.task}")
 
@@ -52,6 +77,7 @@ rule p2l_main_table:
                for e in ("csv", "md")],
              *[f"{P2L}/figures/{k}.{e}" for k in ("prompt_trajectory", "off_range") for e in ("png", "pdf")])
     benchmark: p2l_bench("main_table")
+    priority: 20
     threads: 1
     shell: experiment_cmd("p2l", "main_table")
 
@@ -64,6 +90,7 @@ rule p2l_floors_table:
         prov(f"{P2L}/metrics/floors.json",
              *[f"{P2L}/tables/{k}.{e}" for k in ("floors", "floors_standing") for e in ("csv", "md")])
     benchmark: p2l_bench("floors")
+    priority: 20
     threads: 1
     shell: experiment_cmd("p2l", "floors")
 
@@ -74,6 +101,7 @@ rule p2l_ablation_table:
         prov(f"{P2L}/metrics/ablation.json",
              *[f"{P2L}/tables/{k}.{e}" for k in ("ablation", "ablation_tuning") for e in ("csv", "md")])
     benchmark: p2l_bench("ablation")
+    priority: 300
     threads: 1
     shell: experiment_cmd("p2l", "ablation")
 
@@ -83,5 +111,6 @@ rule p2l_steps_check:
     input: "papers/p2l/config.yaml", f"{P2L}/metrics/main_{P2L_CFG['steps_check']['task']}.json"
     output: prov(f"{P2L}/metrics/steps_check.json", f"{P2L}/tables/steps_check.csv", f"{P2L}/tables/steps_check.md")
     benchmark: p2l_bench("steps_check")
+    priority: 100
     threads: 1
     shell: experiment_cmd("p2l", "steps_check")

@@ -50,3 +50,16 @@ def test_psnr_fd_and_hf_energy_on_known_values():
     checker = (torch.arange(16)[:, None] + torch.arange(16)[None]) % 2 * 2.0 - 1
     assert M.high_frequency_energy(flat + 0.5)[0] == 0
     assert M.high_frequency_energy(checker.expand(1, 3, 16, 16))[0] == pytest.approx(1.0)
+
+
+def test_bootstrap_resamples_images_with_all_their_noise_draws():
+    """Rows are draw-major (row d·n + i is image i under draw d): a resample picks images, and takes
+    every draw of each picked image, so the draws of one image never count as separate units."""
+    n, draws = 5, 3
+    idx = M.bootstrap_indices(n, 200, seed=0, draws=draws)
+    assert idx.shape == (200, n * draws)
+    images = idx[:, :n]
+    assert images.max() < n
+    for d in range(1, draws):
+        np.testing.assert_array_equal(idx[:, d * n:(d + 1) * n], images + d * n)
+    assert len(np.unique(images)) == n   # every image can be drawn
