@@ -28,15 +28,14 @@ import pandas as pd
 import torch
 
 from shared.assets import MissingAssetError, require_path
-from shared.io import read_json, write_json
+from shared.io import read_json
 from shared.samples import combine, is_sample, sample
 
 from . import metrics as M
 from .data import ATTRIBUTES, make_split
 from .models import LatentDiffusion, load_stable_diffusion, resolve_device, save_pipeline
 from .operators import Inpainting, build_operator
-from .prior import (AttributeClassifier, assemble, encode_all, sample_prior, tiny_tokenizer, train_classifier,
-                    train_ldm, train_vae)
+from .components import AttributeClassifier, assemble, sample_prior, tiny_tokenizer
 from .solver import hparams_of, proximal, solve
 
 TASKS = ("sr", "gblur", "motion", "inpaint_box", "inpaint_random")
@@ -60,6 +59,8 @@ def train_attribute_classifier(run) -> dict:
     cfg = run.cfg
     if cfg.full.sd_path:
         return {"skipped": "full profile: no attribute classifier (the tiny world's attributes)"}
+    from .prior import train_classifier   # Lightning (≈ 3 s to import): only the training jobs need it
+
     start = time.perf_counter()
     data = make_split(run.seed, "train", cfg.data.n_train, cfg.image_size)
     out_dir = _prior_dir(run.out) / "classifier"
@@ -76,6 +77,8 @@ def train_prior(run) -> dict:
     cfg = run.cfg
     if cfg.full.sd_path:
         return {"skipped": "full profile uses Stable Diffusion from full.sd_path"}
+    from .prior import encode_all, train_ldm, train_vae   # Lightning: only the training jobs import it
+
     start = time.perf_counter()
     data = make_split(run.seed, "train", cfg.data.n_train, cfg.image_size)
     images, captions = data["images"], data["captions"]

@@ -8,7 +8,7 @@ import torch
 
 from papers.p2l import build_operator, solve
 from papers.p2l import experiments as E
-from papers.p2l.prior import sample_prior
+from papers.p2l.components import sample_prior
 from shared.config import load_config
 from shared.samples import sample
 
