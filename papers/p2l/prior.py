@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from shared.training import EpochSeededSampler, fit, make_trainer
 
 from .components import AttributeClassifier
+from .data import CAPTION_LENGTH
 from .models import build_scheduler, build_text_encoder, build_unet, build_vae
 
 
