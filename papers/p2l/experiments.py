@@ -178,14 +178,16 @@ def load_images(cfg, split: str, n: int) -> dict:
     """The tiny profile's captioned shapes, or (full) the first n images of a local folder."""
     if not cfg.full.images_path:
         return make_split(cfg.seed, split, n, cfg.image_size)
-    from PIL import Image
+    from PIL import Image, ImageOps
 
     folder = require_path(cfg.full.images_path, what="the evaluation images (FFHQ-style folder of PNG/JPG)",
                           fetch="FFHQ 512×512 images (github.com/NVlabs/ffhq-dataset)", config_key="full.images_path")
     files = sorted(p for p in folder.iterdir() if p.suffix.lower() in {".png", ".jpg", ".jpeg"})
     offset = 0 if split == "val" else cfg.data.n_val
     files = files[offset:offset + n]
-    imgs = [np.asarray(Image.open(f).convert("RGB").resize((cfg.image_size, cfg.image_size))) for f in files]
+    # centre crop to a square, then resize (PIL's ImageOps.fit): a non-square image is not squashed
+    size = (cfg.image_size, cfg.image_size)
+    imgs = [np.asarray(ImageOps.fit(Image.open(f).convert("RGB"), size, Image.Resampling.BICUBIC)) for f in files]
     x = torch.from_numpy(np.stack(imgs)).permute(0, 3, 1, 2).float() / 127.5 - 1
     return {"images": x, "captions": None, "labels": None}
 

@@ -54,3 +54,22 @@ def test_cell_shows_mean_and_std_of_a_sample():
     assert cell(sample([0.5, 0.7], "image")) == "0.600 ± 0.141"
     assert cell(sample([70.5], "seed")) == 70.5       # one run: the value, no std
     assert cell(40) == 40
+
+
+def test_full_profile_images_are_centre_cropped_not_squashed(tmp_path):
+    """A 60×20 image whose left third is blue: a centre crop keeps only red; a plain resize to a square
+    would squash the blue third in. Files are taken in name order, the first n_val for validation."""
+    from PIL import Image
+
+    from papers.p2l.experiments import load_images
+
+    img = np.zeros((20, 60, 3), np.uint8)
+    img[:, :, 0] = 255
+    img[:, :20] = (0, 0, 255)
+    for name in ("a.png", "b.png"):
+        Image.fromarray(img).save(tmp_path / name)
+    cfg = load_config(CONFIG, "smoke", ["image_size=8", f"full.images_path={tmp_path}", "data.n_val=1"])
+    test = load_images(cfg, "test", 1)
+    assert test["images"].shape == (1, 3, 8, 8) and test["captions"] is None
+    rgb = (test["images"][0] + 1) * 127.5
+    assert rgb[0].min() > 200 and rgb[2].max() < 50   # all red: the blue third was cropped away
