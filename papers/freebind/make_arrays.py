@@ -1,6 +1,7 @@
 """How the full profile's embedding arrays are made from the real checkpoints (GPU machine).
 
-    pip install -e '.[freebind-full]'   # see README: imagebind, laion-clap, InternVL deps (optional extra)
+    # in a separate environment: ImageBind (from its repository), laion_clap (its text branch needs
+    # transformers <= 4.30.2, older than this repo's pin) and InternVL's remote-code dependencies
     python -m papers.freebind.make_arrays --dataset esc50 --manifest esc50.csv --out /data/freebind/embeddings
 
 `--manifest` is a CSV with columns `audio` / `image` / `text` (paths or caption strings; one row per
@@ -46,8 +47,9 @@ def caption_columns(header: list[str]) -> list[str]:
                   key=lambda c: 1 if c == "text" else int(c.split("_")[1]))
 
 
-def encoders(paths: dict, device: str) -> dict:  # pragma: no cover - needs the real checkpoints and a GPU
-    """{space: {modality: fn(list) -> np.ndarray}}; imports the encoders' own packages lazily."""
+def encoders(paths: dict, device: str) -> dict:
+    """{space: {modality: fn(list) -> np.ndarray}}, every fn under `torch.no_grad`; imports the encoders'
+    own packages lazily (the real ones need their checkpoints and a GPU; the tests pass stand-ins)."""
     import torch
 
     from shared.assets import require_path
@@ -92,19 +94,18 @@ def encoders(paths: dict, device: str) -> dict:  # pragma: no cover - needs the 
         tok = AutoTokenizer.from_pretrained(path, use_fast=False, add_eos_token=True)
         tok.pad_token_id = 0
 
-        @torch.no_grad()
         def image(items):
             px = proc(images=[Image.open(p).convert("RGB") for p in items], return_tensors="pt").pixel_values
             return model.encode_image(px.to(device, torch.bfloat16), mode="InternVL-C").float().cpu().numpy()
 
-        @torch.no_grad()
         def text(items):
             ids = tok(["summarize:" + t for t in items], return_tensors="pt", max_length=80, truncation=True,
                       padding="max_length").input_ids.to(device)
             return model.encode_text(ids).float().cpu().numpy()
 
         out["internvl"] = {"image": image, "text": text}
-    return out
+    # no encoder call builds a graph: `.numpy()` on an output that requires grad raises
+    return {space: {m: torch.no_grad()(fn) for m, fn in fns.items()} for space, fns in out.items()}
 
 
 def batched(fn, items, batch=64):
