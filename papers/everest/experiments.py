@@ -133,7 +133,7 @@ def dataset(cfg, seed: int, split: str, pan: bool = False, candidates: bool = Fa
                         fetch="UCF101/HMDB51/K400 videos and the official split lists", config_key=f"data.{key}")
     mode = {"pretrain": "pretrain", "finetune": "train", "test": "test"}[split]
     return VideoListDataset(path, d.root, mode=mode, clip_len=d.frames, stride=d.stride, size=d.size,
-                            segments=d.test_segments, seed=seed)
+                            segments=d.test_segments, seed=seed, flip=bool(d.flip))
 
 
 def seeds_of(cfg) -> list[int]:

@@ -235,3 +235,27 @@ def test_video_loader_on_written_video(tmp_path):
     assert torch.all((steps > 0.05) & (steps < 0.11))
     video, labels = VideoListDataset(tmp_path / "list.txt", tmp_path, mode="train", clip_len=8, size=32).batch(torch.tensor([0, 0]))
     assert video.shape == (2, 3, 8, 32, 32) and labels.tolist() == [3, 3]
+
+
+@pytest.mark.parametrize("flip", [True, False])
+def test_video_flip_follows_the_config(tmp_path, flip):
+    """`data.flip` reaches the video loader: frames bright on the left stay bright on the left in every
+    crop when it is off (a crop of scale ≥ 0.66 always spans both halves' edges); some crops mirror when on."""
+    pytest.importorskip("av")
+    from papers.everest.experiments import dataset
+    from papers.everest.video import write_test_video
+
+    frames = np.full((40, 48, 64, 3), 20, np.uint8)
+    frames[:, :, :32] = 200
+    write_test_video(tmp_path / "clip.mp4", frames)
+    (tmp_path / "list.txt").write_text("clip.mp4 0\n")
+    cfg = load_config(Path(__file__).resolve().parents[2] / "papers" / "everest" / "config.yaml", "smoke",
+                      ["data.source=video", f"data.pretrain_list={tmp_path / 'list.txt'}", f"data.root={tmp_path}",
+                       "data.frames=4", "data.stride=2", f"data.flip={str(flip).lower()}"])
+    data = dataset(cfg, 0, "pretrain")
+    left_brighter = []
+    for epoch in range(12):
+        data.set_epoch(epoch)
+        clip, _ = data[0]
+        left_brighter.append(bool(clip[..., 0].mean() > clip[..., -1].mean()))
+    assert all(left_brighter) != flip
