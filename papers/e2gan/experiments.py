@@ -26,7 +26,7 @@ import pandas as pd
 import torch
 
 from shared.assets import require_path
-from shared.config import config_hash
+from shared.config import ConfigError, config_hash
 from shared.run_cache import cache_key
 from shared.samples import combine, sample
 from shared.seeding import derive_seed
@@ -54,6 +54,18 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
+
+
+def concept_pool(cfg) -> list[str]:
+    """The known concepts the base is chosen from: `concepts.pool`, or, for the scikit-image teacher,
+    its ~30 operations. Any other teacher needs its own pool (instruction prompts): prompting
+    InstructPix2Pix with scikit-image operation names would be silently wrong."""
+    if cfg.concepts.pool:
+        return list(cfg.concepts.pool)
+    if cfg.teacher.kind != "skimage":
+        raise ConfigError(f"concepts.pool is empty, and teacher.kind={cfg.teacher.kind!r} has no built-in "
+                          "concepts: set concepts.pool to its instruction prompts")
+    return list(CONCEPTS)
 
 
 def make_teacher(cfg):
@@ -170,7 +182,7 @@ def edit_net_data(setup: "Setup") -> tuple[np.ndarray, np.ndarray]:
     """The classifier's data: the first `fd_net.images` training inputs, unedited (class 0, "identity")
     and as the teacher edits them for each pool concept (the new concepts are not among them)."""
     cfg = setup.cfg
-    pool = list(cfg.concepts.pool) or list(CONCEPTS)
+    pool = concept_pool(cfg)
     inputs = setup.train_inputs[: cfg.fd_net.images]
     seed = derive_seed(setup.seed, "teacher", "features")  # the clustering's edits (`edit_features`)
     return labelled_edits(inputs, pool, lambda x, p: teacher_pairs(setup.teacher, x, p, seed,
@@ -184,7 +196,7 @@ def edit_net_key(setup: "Setup") -> dict:
 
 
 def edit_net(setup: "Setup") -> EditFeatures:
-    n_classes = 1 + len(list(setup.cfg.concepts.pool) or list(CONCEPTS))
+    n_classes = 1 + len(concept_pool(setup.cfg))
     return cached_edit_net(setup.out / "checkpoints" / "fd_net" / "edit_net.pt", edit_net_key(setup),
                            partial(edit_net_data, setup), n_classes, setup.cfg.fd_net,
                            derive_seed(setup.seed, "fd net"))
@@ -199,7 +211,7 @@ def fd_net(run) -> dict:
     setup = Setup(run)
     feats = setup.fd_features
     cfg = run.cfg
-    pool = list(cfg.concepts.pool) or list(CONCEPTS)
+    pool = concept_pool(cfg)
     test_in = setup.test_inputs
     seed = derive_seed(run.seed, "teacher", "fd net test")
     images, labels = labelled_edits(test_in, pool, lambda x, p: teacher_pairs(setup.teacher, x, p, seed,
@@ -263,7 +275,7 @@ def edit_features(setup: Setup, prompts: list[str]) -> np.ndarray:
 
 def base_concepts(setup: Setup, kind: str) -> list[str]:
     cfg = setup.cfg
-    pool = list(cfg.concepts.pool) or list(CONCEPTS)
+    pool = concept_pool(cfg)
     k = min(cfg.base.k, len(pool))
     if kind == "clustered":
         return [pool[i] for i in nearest_to_centroids(edit_features(setup, pool), k, setup.seed)]
@@ -271,6 +283,9 @@ def base_concepts(setup: Setup, kind: str) -> list[str]:
         j = int(kind[len("random"):] or 0)
         return [pool[i] for i in random_subset(len(pool), k, derive_seed(setup.seed, "random concepts", j))]
     if kind == "family":
+        if not cfg.base.family_prompts and cfg.teacher.kind != "skimage":
+            raise ConfigError(f"base.family_prompts is empty, and teacher.kind={cfg.teacher.kind!r} has no "
+                              "built-in families: set base.family_prompts (the one-family base's prompts)")
         return (list(cfg.base.family_prompts) or families()[cfg.base.family])[:k]
     if kind == "single":  # the concept whose standardised edit residual is nearest the pool's mean
         f = edit_features(setup, pool)

@@ -109,3 +109,19 @@ def test_geomean_and_subset_steps():
     assert geomean([4, 4, 4]) == pytest.approx(4)
     # equal epochs: steps (so FLOPs) proportional to the subset size
     assert [subset_steps(7, m, 8) for m in (16, 48, 240)] == [14, 42, 210]
+
+
+def test_a_diffusion_teacher_needs_its_own_concept_pool():
+    """The scikit-image teacher brings its ~30 operations; InstructPix2Pix must not be prompted with
+    their names, so an empty pool (or family) with it is a config error, and the full profile has its own."""
+    from papers.e2gan.experiments import concept_pool
+    from papers.e2gan.teacher import CONCEPTS
+    from shared.config import ConfigError, load_config
+
+    path = Path(__file__).resolve().parents[2] / "papers" / "e2gan" / "config.yaml"
+    assert concept_pool(load_config(path, "smoke")) == list(CONCEPTS)
+    full = load_config(path, "full")
+    assert concept_pool(full) == list(full.concepts.pool) and not set(full.concepts.pool) & set(CONCEPTS)
+    assert not set(full.base.family_prompts) & set(CONCEPTS)
+    with pytest.raises(ConfigError, match="concepts.pool"):
+        concept_pool(load_config(path, "full", ["concepts.pool=[]"]))
