@@ -57,14 +57,25 @@ def read_xena_rna(path: str | Path) -> pd.DataFrame:
     return samples[~samples.index.duplicated(keep="first")]
 
 
-def read_survival(path: str | Path) -> pd.DataFrame:
-    """The survival table indexed by case id, with columns site, time (DSS days), event (bool)."""
+def read_survival(path: str | Path, site_column: str = "tissue_source_site") -> pd.DataFrame:
+    """The survival table indexed by case id, with columns site, time (DSS days), event (bool).
+
+    The official MMP split CSVs have one row per slide and name the site `tissue_source_site` (the
+    TCGA tissue-source-site code); `site_column` names it in other tables. Without that column, a
+    TCGA barcode's second field is the same code (TCGA-3C-AALI → 3C)."""
     df = pd.read_csv(path)
-    missing = {"case_id", "site", "dss_survival_days", "dss_censorship"} - set(df.columns)
+    missing = {"case_id", "dss_survival_days", "dss_censorship"} - set(df.columns)
     if missing:
         raise ValueError(f"{path}: missing columns {sorted(missing)}")
     df = df.dropna(subset=["dss_survival_days", "dss_censorship"]).drop_duplicates("case_id").set_index("case_id")
-    return pd.DataFrame({"site": df["site"].astype(str), "time": df["dss_survival_days"].astype(float),
+    if site_column in df.columns:
+        site = df[site_column].astype(str)
+    elif df.index.str.fullmatch(r"TCGA-\w\w-\w{4}").all():
+        site = pd.Series(df.index.str.split("-").str[1], index=df.index)
+    else:
+        raise ValueError(f"{path}: no site column {site_column!r} (full.site_column), and the case ids are not "
+                         "TCGA barcodes to read the tissue-source site from")
+    return pd.DataFrame({"site": site, "time": df["dss_survival_days"].astype(float),
                          "event": df["dss_censorship"].astype(int) == 0})
 
 
@@ -77,7 +88,8 @@ def load_tcga_cohort(full_cfg) -> Cohort:
     sets = read_gmt(require_path(full_cfg.gmt_path, what="Hallmark gene sets (.gmt)", fetch=fetch,
                                  config_key="full.gmt_path"))
     surv = read_survival(require_path(full_cfg.survival_csv, what="survival CSV", fetch=fetch,
-                                      config_key="full.survival_csv"))
+                                      config_key="full.survival_csv"),
+                         site_column=full_cfg.get("site_column", "tissue_source_site"))
     genes = sorted({g for s in sets.values() for g in s} & set(rna.columns))
     col = {g: i for i, g in enumerate(genes)}
     pathways = [np.array(sorted(col[g] for g in s if g in col)) for s in sets.values()]

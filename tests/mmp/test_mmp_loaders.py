@@ -58,3 +58,28 @@ def test_missing_input_says_which_key(tmp_path):
                        "survival_csv": None})
     with pytest.raises(MissingAssetError, match="full.features_dir"):
         load_tcga_cohort(cfg)
+
+
+def test_survival_reads_the_official_split_layout(tmp_path):
+    """The official MMP split CSVs: one row per slide, the site as `tissue_source_site`, os_* and dss_*
+    columns side by side, some cases without DSS. One row per case comes back, DSS only."""
+    from papers.mmp.loaders import read_survival
+
+    rows = pd.DataFrame({
+        "case_id": ["TCGA-3C-AALI", "TCGA-3C-AALI", "TCGA-A1-A0SD", "TCGA-5L-AAT0"],
+        "slide_id": ["TCGA-3C-AALI-01Z-00-DX2.X", "TCGA-3C-AALI-01Z-00-DX1.Y", "TCGA-A1-A0SD-01Z-00-DX1.Z",
+                     "TCGA-5L-AAT0-01Z-00-DX1.W"],
+        "tissue_source_site": ["3C", "3C", "A1", "5L"],
+        "os_censorship": [1.0, 1.0, 0.0, 1.0], "os_survival_days": [4005.0, 4005.0, 437.0, 1477.0],
+        "dss_censorship": [1.0, 1.0, 0.0, None], "dss_survival_days": [4005.0, 4005.0, 430.0, None]})
+    rows.to_csv(tmp_path / "train.csv", index=False)
+    surv = read_survival(tmp_path / "train.csv")
+    assert list(surv.index) == ["TCGA-3C-AALI", "TCGA-A1-A0SD"]          # no DSS for TCGA-5L-AAT0
+    assert list(surv["site"]) == ["3C", "A1"] and list(surv["time"]) == [4005.0, 430.0]
+    assert list(surv["event"]) == [False, True]                          # dss_censorship 0 = an event
+    # without the site column, the barcode's tissue-source-site field gives the same codes
+    rows.drop(columns="tissue_source_site").to_csv(tmp_path / "no_site.csv", index=False)
+    assert list(read_survival(tmp_path / "no_site.csv")["site"]) == ["3C", "A1"]
+    rows.drop(columns="tissue_source_site").assign(case_id=["a", "a", "b", "c"]).to_csv(tmp_path / "bad.csv", index=False)
+    with pytest.raises(ValueError, match="site column"):
+        read_survival(tmp_path / "bad.csv")
