@@ -16,24 +16,37 @@ CASE_ID_LEN = 12   # TCGA-XX-XXXX
 
 
 def read_slide_features(path: str | Path) -> np.ndarray:
-    """The [N, d] `features` array of one slide's .h5 (a leading batch axis of 1 is dropped)."""
-    import h5py
+    """The [N, d] features of one slide: the `features` array of an .h5 file, or the tensor of a .pt file
+    (CLAM's `pt_files` layout, loaded with `weights_only=True`); a leading batch axis of 1 is dropped."""
+    path = Path(path)
+    if path.suffix == ".pt":
+        import torch
 
-    with h5py.File(path, "r") as f:
-        x = np.asarray(f["features"][()], dtype=np.float32)
+        t = torch.load(path, map_location="cpu", weights_only=True)
+        if isinstance(t, dict):
+            t = t["features"]
+        x = t.float().numpy()
+    else:
+        import h5py
+
+        with h5py.File(path, "r") as f:
+            x = np.asarray(f["features"][()], dtype=np.float32)
     return x.reshape(-1, x.shape[-1])
 
 
 def load_patient_bags(features_dir: str | Path, case_ids) -> dict:
-    """case id -> [N, d] features of all of that patient's slides (files named <slide id>.h5,
-    where the slide id starts with the 12-character case id), slides in name order."""
+    """case id -> [N, d] features of all of that patient's slides (files named <slide id>.h5 or
+    <slide id>.pt, where the slide id starts with the 12-character case id; .h5 wins when a slide has
+    both), slides in name order."""
     features_dir = Path(features_dir)
     wanted = set(case_ids)
+    files = {p.stem: p for p in sorted(features_dir.glob("*.pt"))}
+    files.update({p.stem: p for p in sorted(features_dir.glob("*.h5"))})
     slides: dict[str, list[Path]] = {}
-    for path in sorted(features_dir.glob("*.h5")):
-        case = path.name[:CASE_ID_LEN]
+    for stem in sorted(files):
+        case = stem[:CASE_ID_LEN]
         if case in wanted:
-            slides.setdefault(case, []).append(path)
+            slides.setdefault(case, []).append(files[stem])
     return {case: np.concatenate([read_slide_features(p) for p in paths]) for case, paths in slides.items()}
 
 

@@ -83,3 +83,19 @@ def test_survival_reads_the_official_split_layout(tmp_path):
     rows.drop(columns="tissue_source_site").assign(case_id=["a", "a", "b", "c"]).to_csv(tmp_path / "bad.csv", index=False)
     with pytest.raises(ValueError, match="site column"):
         read_survival(tmp_path / "bad.csv")
+
+
+def test_pt_features_load_like_h5(tmp_path):
+    """CLAM-style .pt feature files (a [N, d] tensor) give the same bags as .h5 files; a slide with both
+    is read once, from its .h5."""
+    import torch
+
+    from papers.mmp.loaders import load_patient_bags
+
+    a, b = np.arange(6, dtype=np.float32).reshape(3, 2), np.ones((2, 2), np.float32)
+    torch.save(torch.from_numpy(a), tmp_path / "TCGA-AA-0001-01Z-00-DX1.x.pt")
+    torch.save(torch.from_numpy(b)[None], tmp_path / "TCGA-AA-0001-01Z-00-DX2.y.pt")   # a leading batch axis
+    with h5py.File(tmp_path / "TCGA-AA-0001-01Z-00-DX2.y.h5", "w") as f:
+        f["features"] = 2 * b
+    bags = load_patient_bags(tmp_path, ["TCGA-AA-0001"])
+    np.testing.assert_array_equal(bags["TCGA-AA-0001"], np.concatenate([a, 2 * b]))
