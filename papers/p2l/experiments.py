@@ -49,13 +49,12 @@ def _prior_dir(out: Path) -> Path:
 
 
 def _classifier_file(out: Path) -> Path:
-    return _prior_dir(out) / "classifier.safetensors"
+    return Path(out) / "checkpoints" / "train_classifier" / "classifier.safetensors"
 
 
 def train_attribute_classifier(run) -> dict:
     """The attribute classifier, trained on the prior's training images: its own job, so that it runs
-    beside the VAE and the LDM (the gate, the FD proxy and attribute accuracy read it). Its logs sit
-    beside the prior's, under checkpoints/train_prior/classifier."""
+    beside the VAE and the LDM (the gate, the FD proxy and attribute accuracy read it)."""
     cfg = run.cfg
     if cfg.full.sd_path:
         return {"skipped": "full profile: no attribute classifier (the tiny world's attributes)"}
@@ -63,9 +62,7 @@ def train_attribute_classifier(run) -> dict:
 
     start = time.perf_counter()
     data = make_split(run.seed, "train", cfg.data.n_train, cfg.image_size)
-    out_dir = _prior_dir(run.out) / "classifier"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    clf = train_classifier(cfg.classifier, data["images"], data["labels"], out_dir, run.seed)
+    clf = train_classifier(cfg.classifier, data["images"], data["labels"], run.checkpoint_dir("classifier"), run.seed)
     from safetensors.torch import save_file
 
     save_file(clf.state_dict(), str(_classifier_file(run.out)))
