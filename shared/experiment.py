@@ -124,13 +124,24 @@ def cli(paper: str, experiments: Mapping[str, Experiment], config_path: Path, ar
                         help="override a config key, e.g. --set train.epochs=3")
     parser.add_argument("--rule", default=None, help="the Snakemake rule that runs this (for provenance)")
     parser.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")))
+    parser.add_argument("--debug", action="store_true", help="show the traceback of a config, input or checkpoint error")
     args = parser.parse_args(argv)
     out = args.out or Path("results") / args.profile / paper
     try:
         run_experiment(paper, experiments[args.experiment], args.experiment, config_path, args.profile, out,
                        seed=args.seed, overrides=args.overrides, rule=args.rule, threads=args.threads)
-    except ConfigError as err:
-        sys.exit(f"config error: {err}")
-    except MissingAssetError as err:  # a full-profile input is not on disk: one line, no traceback
-        print(f"{paper}: {err}", file=sys.stderr)
+    except user_errors() as err:   # the user can act on it: one line, no traceback, exit status 2
+        if args.debug:
+            raise
+        kind = {ConfigError: "config error: ", MissingAssetError: ""}.get(type(err), f"{type(err).__name__}: ")
+        print(f"{paper}: {kind}{err}", file=sys.stderr)
         sys.exit(2)
+
+
+def user_errors() -> tuple[type[Exception], ...]:
+    """The errors a user fixes (a bad config, a missing input, an unreadable checkpoint), which the CLI
+    reports in one line. CheckpointError lives with Lightning in shared.training; it can only have been
+    raised once that module is loaded, so it is caught only then (the CLI does not import Lightning)."""
+    errors: tuple[type[Exception], ...] = (ConfigError, MissingAssetError)
+    training = sys.modules.get(f"{__package__}.training")
+    return errors + ((training.CheckpointError,) if training is not None else ())

@@ -1,6 +1,7 @@
 import pytest
 
 from shared.assets import MissingAssetError, require_path
+from shared.config import ConfigError
 
 
 def test_missing_path_names_what_and_where(tmp_path):
@@ -38,3 +39,27 @@ def test_cli_stops_on_a_missing_asset_with_one_line_and_exit_2(tmp_path, capsys)
     assert stop.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("toy: No InceptionV3 weights") and "metrics.inception_path" in err[0]
+
+
+@pytest.mark.parametrize("kind", ["config", "checkpoint"])
+def test_cli_reports_config_and_checkpoint_errors_in_one_line_unless_debug(tmp_path, capsys, kind):
+    """A bad override and an unreadable checkpoint stop like a missing input: one line, exit status 2;
+    `--debug` shows the traceback instead."""
+    from shared.experiment import cli
+    from shared.training import CheckpointError
+
+    config = tmp_path / "config.yaml"
+    config.write_text("defaults: {seed: 0}\nprofiles: {smoke: {}, tiny: {}, full: {}}\n")
+
+    def broken_checkpoint(run):
+        raise CheckpointError("last.ckpt under c/ is truncated: delete it to start fresh")
+
+    argv = ["train", "--profile", "smoke", "--out", str(tmp_path / "o")] + (["--set", "nope=1"] if kind == "config" else [])
+    with pytest.raises(SystemExit) as stop:
+        cli("toy", {"train": broken_checkpoint}, config, argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("toy: ")
+    assert ("config error: unknown key" in err[0]) if kind == "config" else ("CheckpointError: last.ckpt" in err[0])
+    with pytest.raises(ConfigError if kind == "config" else CheckpointError):
+        cli("toy", {"train": broken_checkpoint}, config, argv + ["--debug"])
