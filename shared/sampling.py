@@ -6,6 +6,8 @@
 - `RandomBatchSampler`: `steps` batches of `batch` indices drawn with replacement from a generator
   seeded with `seed` (epoch 0; later epochs from (seed, epoch)); under DDP rank r takes `idx[r::W]` of
   every global batch.
+- `random_batches(data, batch, steps, seed)`: a DataLoader of `data.batch(idx)` over a
+  `RandomBatchSampler` (one indexing per batch, no per-item collation).
 - `ResumableDataLoader`: a `DataLoader` that Lightning checkpoints (`state_dict`: the sampler's epoch
   and the batches of it already delivered), so a run resumed from a mid-epoch checkpoint skips exactly
   the batches it had trained on (the skipped indices are drawn, not loaded).
@@ -18,7 +20,7 @@ from __future__ import annotations
 from typing import Iterator
 
 import torch
-from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from .seeding import derive_seed
 
@@ -115,6 +117,34 @@ class RandomBatchSampler(_Skippable, Sampler[list[int]]):
 
     def __len__(self) -> int:
         return self.steps
+
+
+class IndexBatches(Dataset):
+    """`data.batch(idx)` for the whole list of indices a batch sampler yields (no per-item collation);
+    `data` has `__len__` and `batch(LongTensor) -> batch`."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitems__(self, idx: list[int]):
+        return self.data.batch(torch.tensor(idx, dtype=torch.long))
+
+    def __getitem__(self, i: int):
+        return self.data.batch(torch.tensor([i], dtype=torch.long))
+
+
+def _as_is(batch):
+    return batch
+
+
+def random_batches(data, batch: int, steps: int, seed: int) -> DataLoader:
+    """`steps` batches of `batch` items of `data` drawn with replacement (generator seeded with `seed`,
+    as `RandomBatchSampler` draws); under DDP each process takes its share of every batch."""
+    return DataLoader(IndexBatches(data), batch_sampler=RandomBatchSampler(len(data), batch, steps, seed),
+                      collate_fn=_as_is)
 
 
 class ResumableDataLoader(DataLoader):

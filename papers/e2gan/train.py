@@ -6,23 +6,30 @@
 Adam(lr, β = (0.5, 0.999)) on G's *trainable* parameters (all of them, or only the adapters) and
 on D. Training FLOPs per step are counted once with `torch.utils.flop_counter.FlopCounterMode`
 (G and D, forward and backward; frozen weights get no weight-gradient FLOPs) and multiplied by the
-step count. This is a plain seeded loop, not Lightning: the experiments run well over a hundred
-short trainings (arms × concepts × seeds, rank-search probes, data sizes), where Lightning's
-per-fit overhead (seconds) would rival the training itself.
+step count. The loop is `gan_module.GanModule` (Lightning, manual optimisation) trained through
+`shared.training`; most fits are throw-away (no checkpoint files, a scratch folder), as the
+experiments run well over a hundred short trainings (arms × concepts × seeds, rank-search probes,
+data sizes). It gives bit for bit the weights of the former hand-written loop (same draws, same order).
 """
 from __future__ import annotations
 
 import hashlib
-import time
+import logging
+import tempfile
+import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
-from torch.utils.flop_counter import FlopCounterMode
+
+from shared.sampling import RandomBatchSampler, random_batches
 
 from .data import to_images
 from .metrics import psnr
+
+LOG_EVERY = 10   # CSV rows: the losses of every 10th iteration
 
 
 @dataclass
@@ -72,68 +79,72 @@ def trainable_params(G: nn.Module) -> int:
     return sum(p.numel() for p in G.parameters() if p.requires_grad)
 
 
+def batch_digest(n: int, batch: int, steps: int, seed: int) -> str:
+    """A hash of the first `steps` minibatches `RandomBatchSampler(n, batch, steps, seed)` draws (the
+    same seed and data size give the same order, whatever the model: common random numbers)."""
+    digest = hashlib.sha256()
+    for idx in RandomBatchSampler(n, batch, steps, seed, num_replicas=1, rank=0):
+        digest.update(torch.tensor(idx, dtype=torch.long).numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
 def train_gan(G: nn.Module, D: nn.Module, train: Pairs, steps: int, *, seed: int, lr: float = 2e-4,
               lr_d: float = 2e-4, beta1: float = 0.5, batch_size: int = 8, lambda_l1: float = 100.0,
               test: Pairs | None = None, eval_every: int = 0, patience: int = 0, min_delta: float = 0.0,
-              stop_at: float | None = None) -> dict:
-    """Train G (its trainable parameters) and D; return the PSNR curve and FLOPs per step.
+              stop_at: float | None = None, out_dir: str | Path | None = None,
+              cache_config: dict | None = None, options: dict | None = None) -> dict:
+    """Train G (its trainable parameters) and D through `shared.training` (`GanModule`); return the
+    PSNR curve, the FLOPs per step and the loss curve.
 
+    Minibatches: `batch_size` pairs a step drawn with replacement from a generator seeded with `seed`.
     With `patience` > 0 training stops early once `patience` evaluations in a row fail to beat the best
     PSNR so far by `min_delta` dB (a plateau); with `stop_at` it stops at the first evaluation whose PSNR
-    reaches that value. `batch_digest` hashes the minibatch order (the same seed and data size give the
-    same order, whatever the model: common random numbers across arms)."""
-    g_params = [p for p in G.parameters() if p.requires_grad]
-    # foreach: one fused update over all tensors (CPU too); bitwise the same as the per-tensor loop, ~18% faster here
-    opt_g = torch.optim.Adam(g_params, lr=lr, betas=(beta1, 0.999), foreach=True)
-    opt_d = torch.optim.Adam(D.parameters(), lr=lr_d, betas=(beta1, 0.999), foreach=True)
-    gen = torch.Generator().manual_seed(seed)
-    curve, seconds, elapsed = [], [], 0.0
-    if test is not None and eval_every:
-        curve.append((0, eval_psnr(G, test)))
-        seconds.append(0.0)
-    flops_per_step = 0
-    digest = hashlib.sha256()
-    best, stale, done = -np.inf, 0, 0
-    for step in range(1, steps + 1):
-        t0 = time.perf_counter()
-        idx = torch.randint(len(train), (min(batch_size, len(train)),), generator=gen)
-        digest.update(idx.numpy().tobytes())
-        x, y, t, m = train.batch(idx)
-        counter = FlopCounterMode(display=False) if step == 1 else None
-        if counter is not None:
-            counter.__enter__()
-        fake = G(x, t, m)
-        # D step
-        loss_d = 0.5 * ((D(x, y) - 1).pow(2).mean() + D(x, fake.detach()).pow(2).mean())
-        opt_d.zero_grad(set_to_none=True)
-        loss_d.backward()
-        opt_d.step()
-        # G step (D frozen: no weight gradients for D here)
-        D.requires_grad_(False)
-        loss_g = (D(x, fake) - 1).pow(2).mean() + lambda_l1 * (fake - y).abs().mean()
-        opt_g.zero_grad(set_to_none=True)
-        loss_g.backward()
-        opt_g.step()
-        D.requires_grad_(True)
-        if counter is not None:
-            counter.__exit__(None, None, None)
-            flops_per_step = int(counter.get_total_flops())
-        elapsed += time.perf_counter() - t0
-        done = step
-        if test is not None and eval_every and (step % eval_every == 0 or step == steps):
-            value = eval_psnr(G, test)
-            curve.append((step, value))
-            seconds.append(elapsed)
-            if stop_at is not None and value >= stop_at:
-                break
-            if value > best + min_delta:
-                best, stale = value, 0
-            else:
-                stale += 1
-            if patience and stale >= patience:
-                break
-    return {"steps": done, "max_steps": steps, "flops_per_step": flops_per_step, "curve": curve,
-            "seconds": seconds, "trainable_params": trainable_params(G), "batch_digest": digest.hexdigest()[:16]}
+    reaches that value. out_dir: a checkpointed fit (`checkpoints/last.ckpt` at the end and every
+    `trainer.every_n_train_steps` steps, resumed when its key, the hash of `cache_config` and `seed`,
+    matches); None: a throw-away folder, no checkpoint files (most fits here last seconds).
+    options: `make_trainer` keywords (None: the running experiment's `trainer:` / `logging:`).
+    """
+    from shared.training import fit, make_trainer
+
+    from .gan_module import GanModule
+
+    device = next(G.parameters()).device
+    batch = min(batch_size, len(train))
+    module = GanModule(G, D, lr=lr, lr_d=lr_d, beta1=beta1, lambda_l1=lambda_l1, max_steps=steps,
+                       evaluate=(lambda g: eval_psnr(g, test)) if test is not None else None,
+                       eval_every=eval_every, patience=patience, min_delta=min_delta, stop_at=stop_at,
+                       log_every=LOG_EVERY)
+    options = dict(options or {})
+    options.setdefault("accelerator", "gpu" if device.type == "cuda" else "cpu")
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)   # no banner per fit
+    with tempfile.TemporaryDirectory(prefix="e2gan_fit_") as scratch, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*(`srun` command is available|LeafSpec)")   # per fit, not ours
+        root = Path(out_dir) if out_dir is not None else Path(scratch)
+        if out_dir is None:   # a throw-away fit: no step checkpoints, no wandb run (whatever the config says)
+            options.update(every_n_train_steps=0, wandb="disabled")
+        trainer = make_trainer(root, seed=seed, max_steps=steps, max_epochs=1, progress=False,
+                               log_every_n_steps=LOG_EVERY, cache_config=cache_config,
+                               checkpoint=out_dir is not None, **options)
+        fit(trainer, module, random_batches(train, batch, steps, seed))
+        losses = read_losses(root / "logs" / "metrics.csv")
+    G.to(device)   # Lightning's teardown moves a GPU module back to the CPU
+    D.to(device)
+    done = int(trainer.global_step)
+    return {"steps": done, "max_steps": steps, "flops_per_step": module.flops_per_step,
+            "curve": module.curve, "seconds": module.seconds, "trainable_params": trainable_params(G),
+            "batch_digest": batch_digest(len(train), batch, done, seed), "losses": losses}
+
+
+def read_losses(path: Path) -> list[dict]:
+    """The (step, loss_g, loss_d) rows of a fit's CSV log (Lightning's `step` is 0-based: row k is the
+    (k+1)-th iteration's losses)."""
+    import pandas as pd
+
+    if not path.is_file():
+        return []
+    df = pd.read_csv(path)
+    return [{"step": int(s) + 1, "loss_g": float(g), "loss_d": float(d)}
+            for s, g, d in zip(df.step, df.loss_g, df.loss_d)]
 
 
 def to_target(history: dict, target: float) -> dict:

@@ -12,9 +12,9 @@ from pathlib import Path
 import lightning as L
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
-from shared.sampling import RandomBatchSampler
+from shared.sampling import random_batches
 from shared.seeding import derive_seed
 from shared.training import fit, make_trainer, trainer_options
 
@@ -23,31 +23,10 @@ from .selection import pair_frames
 from .train import choose_pairs, lr_at, make_masks, param_groups, set_lr
 
 
-class _Batches(Dataset):
-    """`data.batch(idx)` for the whole list of indices a batch sampler yields (no per-item collation)."""
-
-    def __init__(self, data):
-        self.data = data
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-    def __getitems__(self, idx: list[int]):
-        return self.data.batch(torch.tensor(idx, dtype=torch.long))
-
-    def __getitem__(self, i: int):
-        return self.data.batch(torch.tensor([i], dtype=torch.long))
-
-
-def _as_is(batch):
-    return batch
-
-
 def batches(data, batch: int, steps: int, seed: int) -> DataLoader:
     """`steps` batches of `batch` clips drawn with replacement (generator seeded with `seed`);
     under DDP each process takes its share of every batch."""
-    return DataLoader(_Batches(data), batch_sampler=RandomBatchSampler(len(data), batch, steps, seed),
-                      collate_fn=_as_is)
+    return random_batches(data, batch, steps, seed)
 
 
 class _Phase(L.LightningModule):
