@@ -69,6 +69,8 @@ CASES = {
     # MMP's main training (MMP-Trans, every fold): at smoke fold 1 has 3 batches an epoch, so its step-2
     # checkpoint is mid-epoch (fold 0 finishes first and is restored from its final checkpoint on the rerun)
     "mmp": ("cindex_mmp_trans", ["trainer.every_n_train_steps=2"]),
+    # E2GAN's main training: the clustered base (6 steps at smoke, one epoch, so step 2 is mid-epoch)
+    "e2gan": ("base_clustered", ["trainer.every_n_train_steps=2"]),
 }
 TIMING_KEYS = ("timing", "train_wall_s", "wall_time_s")
 

@@ -307,13 +307,16 @@ def base_variants(run) -> dict:
     return {kind: train_base(run, kind, setup) for kind in base_kinds(run.cfg)[1:]}
 
 
-def base_path(run, kind: str) -> Path:
+def base_key(run, kind: str) -> dict:
+    """What a base's training reads (not train.lora_lr, which only the adapters use): its cache key."""
     cfg = run.cfg
-    # what the base's training reads: not train.lora_lr, which only the adapters use
     train = {k: v for k, v in dict(cfg.train).items() if k != "lora_lr"}
-    key = config_hash({k: cfg[k] for k in ("data", "teacher", "text", "model", "base", "concepts")}
-                      | {"train": train, "seed": run.seed, "kind": kind})
-    return run.out / "checkpoints" / "bases" / f"base_{kind}_{key}.pt"
+    return ({k: cfg[k] for k in ("data", "teacher", "text", "model", "base", "concepts")}
+            | {"train": train, "seed": run.seed, "kind": kind})
+
+
+def base_path(run, kind: str) -> Path:
+    return run.out / "checkpoints" / "bases" / f"base_{kind}_{config_hash(base_key(run, kind))}.pt"
 
 
 def load_base(run, setup: Setup, kind: str):
@@ -340,8 +343,10 @@ def train_base(run, kind: str, setup: Setup | None = None) -> dict:
         G.load_state_dict(state["G"])
         steps, flops = int(state["steps"]), int(state["flops_per_step"])
     else:
+        # checkpointed (last.ckpt every trainer.every_n_train_steps steps, keyed): a killed run resumes
         hist = train_gan(G, D, train, cfg.base.steps, seed=derive_seed(run.seed, "base train", kind),
-                         **setup.train_kwargs(lora=False))
+                         out_dir=run.out / "checkpoints" / run.experiment / kind,
+                         cache_config=base_key(run, kind), **setup.train_kwargs(lora=False))
         steps, flops = hist["steps"], hist["flops_per_step"]
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
