@@ -19,8 +19,12 @@ makes them the defaults of every `make_trainer` of the experiment (`set_run_opti
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import random
+import tempfile
+import warnings
 from pathlib import Path
 from typing import Iterator
 
@@ -198,6 +202,20 @@ def make_trainer(
     )
     trainer.cache_key = run_cache.cache_key(cache_config, seed)
     return trainer
+
+
+@contextlib.contextmanager
+def fit_folder(out_dir: str | Path | None, options: dict, prefix: str = "fit_") -> Iterator[Path]:
+    """The root folder of one of many short fits: `out_dir` (a checkpointed fit), or, for None, a
+    throw-away folder deleted afterwards, with `options` (`make_trainer` keywords, updated in place)
+    set to no step checkpoints and no wandb run, whatever the config says. Lightning's per-fit banner
+    and warnings that are not ours are silenced inside."""
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)   # no banner per fit
+    with tempfile.TemporaryDirectory(prefix=prefix) as scratch, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*(`srun` command is available|LeafSpec)")   # per fit, not ours
+        if out_dir is None:
+            options.update(every_n_train_steps=0, wandb="disabled")
+        yield Path(out_dir) if out_dir is not None else Path(scratch)
 
 
 def _first_line(err: Exception) -> str:

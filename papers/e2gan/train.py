@@ -14,9 +14,6 @@ data sizes). It gives bit for bit the weights of the former hand-written loop (s
 from __future__ import annotations
 
 import hashlib
-import logging
-import tempfile
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,7 +101,7 @@ def train_gan(G: nn.Module, D: nn.Module, train: Pairs, steps: int, *, seed: int
     matches); None: a throw-away folder, no checkpoint files (most fits here last seconds).
     options: `make_trainer` keywords (None: the running experiment's `trainer:` / `logging:`).
     """
-    from shared.training import fit, make_trainer
+    from shared.training import fit, fit_folder, make_trainer
 
     from .gan_module import GanModule
 
@@ -116,12 +113,7 @@ def train_gan(G: nn.Module, D: nn.Module, train: Pairs, steps: int, *, seed: int
                        log_every=LOG_EVERY)
     options = dict(options or {})
     options.setdefault("accelerator", "gpu" if device.type == "cuda" else "cpu")
-    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)   # no banner per fit
-    with tempfile.TemporaryDirectory(prefix="e2gan_fit_") as scratch, warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r".*(`srun` command is available|LeafSpec)")   # per fit, not ours
-        root = Path(out_dir) if out_dir is not None else Path(scratch)
-        if out_dir is None:   # a throw-away fit: no step checkpoints, no wandb run (whatever the config says)
-            options.update(every_n_train_steps=0, wandb="disabled")
+    with fit_folder(out_dir, options, prefix="e2gan_fit_") as root:
         trainer = make_trainer(root, seed=seed, max_steps=steps, max_epochs=1, progress=False,
                                log_every_n_steps=LOG_EVERY, cache_config=cache_config,
                                checkpoint=out_dir is not None, **options)

@@ -9,10 +9,7 @@ experiments gather the curves into one CSV per experiment (`curves`).
 """
 from __future__ import annotations
 
-import logging
 import math
-import tempfile
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +45,7 @@ def train_survival(model, data: dict, time, event, *, loss: str, epochs: int, ba
     """
     from torch.utils.data import DataLoader
 
-    from shared.training import fit, make_trainer
+    from shared.training import fit, fit_folder, make_trainer
 
     from .survival_module import LoopOrderSampler, PatientBatches, SurvivalModule
 
@@ -64,12 +61,7 @@ def train_survival(model, data: dict, time, event, *, loss: str, epochs: int, ba
                         collate_fn=PatientBatches(data, time, event, bins))
     module = SurvivalModule(model, loss=loss, lr=lr, weight_decay=weight_decay, alpha=alpha,
                             steps_per_epoch=math.ceil(n / batch_size), epochs=epochs)
-    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)   # no banner per fit
-    with tempfile.TemporaryDirectory(prefix="mmp_fit_") as scratch, warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r".*(`srun` command is available|LeafSpec)")   # per fit, not ours
-        root = Path(out_dir) if out_dir is not None else Path(scratch)
-        if out_dir is None:   # a throw-away fit: no step checkpoints, no wandb run (whatever the config says)
-            options.update(every_n_train_steps=0, wandb="disabled")
+    with fit_folder(out_dir, options, prefix="mmp_fit_") as root:
         trainer = make_trainer(root, seed=seed, max_epochs=epochs, progress=False, cache_config=cache_config,
                                log_every_n_steps=1, checkpoint=out_dir is not None, **options)
         fit(trainer, module, loader)
