@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from functools import partial
+from functools import partial, wraps
 from pathlib import Path
 
 import numpy as np
@@ -27,26 +27,45 @@ import torch
 
 from shared.assets import require_path
 from shared.config import ConfigError, config_hash
+from shared.curves import Curves
 from shared.run_cache import cache_key
 from shared.samples import combine, sample
 from shared.seeding import derive_seed
 
 from .data import load_image_folder, make_inputs, slug, split, teacher_pairs, to_images, to_tensor
 from .lora import GROUP_PREFIXES, adapter_state, add_lora, layer_groups, lora_param_count, state_bytes
-from .fd_net import EditFeatures, cached_edit_net, labelled_edits
+from .fd_net import EditFeatures, cached_edit_net, labelled_edits, read_edit_net_losses
 from .metrics import feature_fd, image_features, quality
 from .ranks import group_costs, matched_random_ranks
 from .models import CRUCIAL_GROUPS, E2GANGenerator, PatchDiscriminator, Pix2PixGenerator
 from .selection import nearest_to_centroids, random_subset
 from .teacher import CONCEPTS, InstructPix2PixTeacher, SkimageTeacher, families
 from .text import CLIPTextEncoder, HashedTextEncoder, pooled
-from .train import Pairs, eval_psnr, predict, to_target, train_gan
+from .train import Pairs, eval_psnr, predict, read_losses, to_target, train_gan
 
 FT_ARMS = ("full_ft", "lora_all", "lora_1x", "lora_4x", "lora_random", "lora_searched")
 SCRATCH_ARMS = ("pix2pix_scratch", "e2gan_scratch")
 SAMPLED = ("psnr", "ssim", "fd", "reached_to_target", "steps_to_target", "flops_to_target")  # vary with the seed
 PAPER_METRICS = ("fid", "kid", "clip_score")  # full profile only (metrics.fid)
 COUNTED = ("trainable_params", "stored_bytes", "flops_per_step")  # counts: plain means over runs
+LOSS_COLUMNS = ["step", "loss_g", "loss_d"]   # logs/<experiment>.csv: every GAN fit's losses (train.read_losses)
+
+
+def fit_curves(run) -> Curves:
+    """The running experiment's loss curves, one collection per run (every `Setup` of it adds to it)."""
+    if not hasattr(run, "curves"):
+        run.curves = Curves(LOSS_COLUMNS)
+    return run.curves
+
+
+def with_curves(experiment):
+    """`experiment`, then the losses of every GAN fit it ran written to `logs/<experiment>.csv`."""
+    @wraps(experiment)
+    def run_and_save_curves(run):
+        metrics = experiment(run)
+        fit_curves(run).save(run)
+        return metrics
+    return run_and_save_curves
 
 
 # ----------------------------------------------------------------------------- set-up
@@ -98,6 +117,7 @@ class Setup:
         self.teacher = make_teacher(cfg)
         self.encoder = make_encoder(cfg)
         d = cfg.data
+        self.curves, self._fit_counts = fit_curves(run), {}
         self.cache = run.out / "checkpoints" / "pairs" / config_hash({"data": d, "teacher": cfg.teacher,
                                                                      "seed": run.seed})
         self.out = run.out
@@ -126,6 +146,12 @@ class Setup:
                 fetch="the StyleGAN2-ADA metrics file inception-2015-12-05.pt", config_key="metrics.inception_path"))
             self.clip_path = require_path(m.clip_path, what="CLIP model (config.json, weights, processor files)",
                                           fetch="openai/clip-vit-large-patch14", config_key="metrics.clip_path")
+
+    def log_fit(self, name: str, hist: dict) -> None:
+        """Keep a fit's losses for the experiment's curves, as `<name>/<k>` (the k-th fit of that name:
+        rank-search probes and lr grids repeat one), so `name` = `<arm>/<concept>/...` groups by arm."""
+        k = self._fit_counts[name] = self._fit_counts.get(name, 0) + 1
+        self.curves.add(f"{name}/{k}", hist["losses"])
 
     def paper_metrics(self, G, test: Pairs, prompt: str) -> dict:
         """FID, KID (against the teacher's test outputs) and CLIP score; {} unless `metrics.fid`."""
@@ -195,9 +221,13 @@ def edit_net_key(setup: "Setup") -> dict:
                      setup.seed)
 
 
+def edit_net_path(setup: "Setup") -> Path:
+    return setup.out / "checkpoints" / "fd_net" / "edit_net.pt"
+
+
 def edit_net(setup: "Setup") -> EditFeatures:
     n_classes = 1 + len(concept_pool(setup.cfg))
-    return cached_edit_net(setup.out / "checkpoints" / "fd_net" / "edit_net.pt", edit_net_key(setup),
+    return cached_edit_net(edit_net_path(setup), edit_net_key(setup),
                            partial(edit_net_data, setup), n_classes, setup.cfg.fd_net,
                            derive_seed(setup.seed, "fd net"))
 
@@ -224,6 +254,9 @@ def fd_net(run) -> dict:
     degraded = {"same_concept": y[half:], "unedited": x[half:],
                 "blurred": np.stack([gaussian(im, sigma=1.0, channel_axis=-1) for im in y[half:]]),
                 "noisy": np.clip(y[half:] + np.random.default_rng(run.seed).normal(0, 0.1, y[half:].shape), 0, 1)}
+    curves = Curves(["step", "loss"])   # the edit net's training curve, kept beside the cached net
+    curves.add("edit_net", read_edit_net_losses(edit_net_path(setup)))
+    curves.save(run)
     return {"test_accuracy": feats.accuracy(images, labels), "n_classes": len(pool) + 1,
             "chance": 1 / (len(pool) + 1), "concept": concept,
             **{f"fd_{k}": feature_fd(v, ref, cfg.fd_dims, feats) for k, v in degraded.items()}}
@@ -338,6 +371,7 @@ def train_base(run, kind: str, setup: Setup | None = None) -> dict:
     torch.manual_seed(derive_seed(run.seed, "base init"))
     G, D = setup.e2gan(), setup.discriminator()
     path = base_path(run, kind)
+    fit_dir = run.out / "checkpoints" / run.experiment / kind
     if path.is_file():  # trained already under this exact config: reuse
         state = torch.load(path, map_location=setup.device, weights_only=True)
         G.load_state_dict(state["G"])
@@ -345,7 +379,7 @@ def train_base(run, kind: str, setup: Setup | None = None) -> dict:
     else:
         # checkpointed (last.ckpt every trainer.every_n_train_steps steps, keyed): a killed run resumes
         hist = train_gan(G, D, train, cfg.base.steps, seed=derive_seed(run.seed, "base train", kind),
-                         out_dir=run.out / "checkpoints" / run.experiment / kind,
+                         out_dir=fit_dir,
                          cache_config=base_key(run, kind), **setup.train_kwargs(lora=False))
         steps, flops = hist["steps"], hist["flops_per_step"]
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -353,6 +387,7 @@ def train_base(run, kind: str, setup: Setup | None = None) -> dict:
         torch.save({"G": G.state_dict(), "D": D.state_dict(), "concepts": concepts, "steps": steps,
                     "flops_per_step": flops}, tmp)
         tmp.replace(path)
+    setup.log_fit(f"base/{kind}", {"losses": read_losses(fit_dir / "logs" / "metrics.csv")})   # kept with the fit
     G.eval()
     seen = {c: eval_psnr(G, setup.pairs(c, "test")) for c in concepts}
     zero_shot = {c: eval_psnr(G, setup.pairs(c, "test")) for c in cfg.concepts.new}
@@ -408,6 +443,7 @@ def finetune(setup: Setup, base: dict, arm: str, ranks: dict | None, train: Pair
     hist = train_gan(G, D, train, steps, seed=derive_seed(seed, "finetune", concept), test=test,
                      eval_every=eval_every, **setup.train_kwargs(lora=arm != "full_ft", lr=lr))
     hist["stored_bytes"] = stored
+    setup.log_fit(f"{arm}/{concept}/s{seed}", hist)
     return G, hist
 
 
@@ -464,6 +500,7 @@ def lr_grid_scratch(run) -> dict:
         h = train_gan(G, setup.discriminator(), train, cfg.lr_grid.scratch_steps,
                       seed=derive_seed(run.seed, "scratch", concept), **setup.train_kwargs(lora=False, lr=lr))
         flops[0] += h["steps"] * h["flops_per_step"]
+        setup.log_fit(f"{arm}/{concept}/lr{lr:g}", h)
         return eval_psnr(G, test)
 
     for arm in SCRATCH_ARMS:
@@ -490,6 +527,7 @@ def scratch_runs(run, seeds) -> dict:
                                  patience=sc.patience, min_delta=sc.min_delta, stop_at=target,
                                  **setup.train_kwargs(lora=False, lr=lrs[arm]))
                 torch.save(G.state_dict(), ckpt / f"{slug(concept)}_{arm}_s{seed}.pt")
+                setup.log_fit(f"{arm}/{concept}/s{seed}", hist)
                 row[arm] = {**evaluate(G, test, setup), **setup.paper_metrics(G, test, concept),
                             "curve": hist["curve"],
                             "seconds": hist["seconds"], "flops_per_step": hist["flops_per_step"],
@@ -1023,15 +1061,15 @@ def latency_table(run) -> dict:
 
 EXPERIMENTS = {
     "fd_net": fd_net,
-    "base_clustered": base_clustered,
-    "base_variants": base_variants,
-    **{f"scratch_s{i}": partial(scratch_seed, i) for i in range(N_SCRATCH_JOBS)},
-    **{f"finetune_s{i}": partial(finetune_seed, i) for i in range(N_FT_JOBS)},
-    "rank_search": rank_search,
-    "lr_grid": lr_grid,
-    "lr_grid_scratch": lr_grid_scratch,
+    "base_clustered": with_curves(base_clustered),
+    "base_variants": with_curves(base_variants),
+    **{f"scratch_s{i}": with_curves(partial(scratch_seed, i)) for i in range(N_SCRATCH_JOBS)},
+    **{f"finetune_s{i}": with_curves(partial(finetune_seed, i)) for i in range(N_FT_JOBS)},
+    "rank_search": with_curves(rank_search),
+    "lr_grid": with_curves(lr_grid),
+    "lr_grid_scratch": with_curves(lr_grid_scratch),
     "concept_table": concept_table,
-    "base_ablation": base_ablation,
-    "data_size_curve": data_size_curve,
+    "base_ablation": with_curves(base_ablation),
+    "data_size_curve": with_curves(data_size_curve),
     "latency_table": latency_table,
 }

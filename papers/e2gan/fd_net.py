@@ -13,8 +13,10 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
+from torch.utils.data import IterableDataset
 
 from shared import run_cache
+
 
 
 class EditNet(nn.Module):
@@ -38,24 +40,48 @@ def _tensor(images: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32)).permute(0, 3, 1, 2) * 2 - 1
 
 
+class FlippedBatches(IterableDataset):
+    """`steps` minibatches of `batch_size` (image, label) pairs, drawn with replacement, each image then
+    flipped horizontally with probability ½ (no edit here depends on side); indices and coins come from
+    one generator seeded with `seed`, in that order per step."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor, steps: int, batch_size: int, seed: int):
+        self.x, self.y, self.steps, self.batch_size, self.seed = x, y, steps, min(batch_size, len(x)), seed
+
+    def __iter__(self):
+        gen = torch.Generator().manual_seed(self.seed)
+        for _ in range(self.steps):
+            idx = torch.randint(len(self.x), (self.batch_size,), generator=gen)
+            flip = torch.rand(len(idx), generator=gen) < 0.5
+            xb = self.x[idx]
+            yield torch.where(flip[:, None, None, None], xb.flip(-1), xb), self.y[idx]
+
+
 def train_edit_net(images: np.ndarray, labels: np.ndarray, n_classes: int, *, steps: int, batch_size: int,
-                   lr: float, width: int, seed: int) -> EditNet:
-    """Cross-entropy with Adam on (N, H, W, 3) images in [0, 1], minibatches drawn with `seed`."""
+                   lr: float, width: int, seed: int) -> tuple[EditNet, list[dict]]:
+    """Cross-entropy with Adam on (N, H, W, 3) images in [0, 1], minibatches drawn with `seed`, trained
+    through `shared.training` as a throw-away fit (seconds; the net is cached by `cached_edit_net`).
+    Returns the net and its loss rows (step, loss) from the fit's CSV log."""
+    import pandas as pd
+    from torch.utils.data import DataLoader
+
+    from shared.training import fit, fit_folder, make_trainer
+
+    from .edit_net_module import EditNetModule
+    from .train import log_interval
+
     torch.manual_seed(seed)
     net = EditNet(n_classes, width)
-    opt = torch.optim.Adam(net.parameters(), lr=lr, foreach=True)
-    gen = torch.Generator().manual_seed(seed)
     x, y = _tensor(images), torch.as_tensor(labels, dtype=torch.long)
-    for _ in range(steps):
-        idx = torch.randint(len(x), (min(batch_size, len(x)),), generator=gen)
-        xb = x[idx]
-        flip = torch.rand(len(idx), generator=gen) < 0.5  # horizontal flips: no edit here depends on side
-        xb = torch.where(flip[:, None, None, None], xb.flip(-1), xb)
-        loss = nn.functional.cross_entropy(net(xb), y[idx])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-    return net.eval()
+    options, log_every = {"accelerator": "cpu"}, log_interval(steps)
+    with fit_folder(None, options, prefix="e2gan_edit_net_") as root:
+        trainer = make_trainer(root, seed=seed, max_steps=steps, max_epochs=1, progress=False,
+                               log_every_n_steps=log_every, checkpoint=False, **options)
+        fit(trainer, EditNetModule(net, lr, log_every), DataLoader(FlippedBatches(x, y, steps, batch_size, seed), batch_size=None))
+        log = root / "logs" / "metrics.csv"
+        losses = ([{"step": int(s) + 1, "loss": float(v)} for s, v in pd.read_csv(log)[["step", "loss"]].values]
+                  if log.is_file() else [])
+    return net.eval(), losses
 
 
 class EditFeatures:
@@ -82,17 +108,34 @@ def labelled_edits(inputs: np.ndarray, prompts: list[str], edit) -> tuple[np.nda
     return np.concatenate(images), np.concatenate(labels)
 
 
+def losses_file(path: Path) -> Path:
+    """The loss rows (step, loss) of the cached net at `path`, kept beside it as CSV."""
+    return path.with_name(path.stem + ".losses.csv")
+
+
+def read_edit_net_losses(path: Path) -> list[dict]:
+    """The loss rows kept beside the cached net at `path` ([] for a net cached before they were kept)."""
+    import pandas as pd
+
+    return pd.read_csv(losses_file(path)).to_dict("records") if losses_file(path).is_file() else []
+
+
 def cached_edit_net(path: Path, key: dict, data, n_classes: int, cfg, seed: int) -> EditFeatures:
     """The net at `path` when its run-cache key matches `key`; else trained on `data()` → (images,
-    labels) (cfg: steps, batch_size, lr, width) and saved there with that key."""
+    labels) (cfg: steps, batch_size, lr, width) and saved there with that key, its loss rows beside it
+    (`losses_file`)."""
+    import pandas as pd
+
     state = run_cache.load(path, key, what="fd feature net")
     net = EditNet(n_classes, cfg.width)
     if state is not None:
         net.load_state_dict(state)
     else:
         images, labels = data()
-        net = train_edit_net(images, labels, n_classes, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr,
-                             width=cfg.width, seed=seed)
+        net, losses = train_edit_net(images, labels, n_classes, steps=cfg.steps, batch_size=cfg.batch_size,
+                                     lr=cfg.lr, width=cfg.width, seed=seed)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(losses, columns=["step", "loss"]).to_csv(losses_file(path), index=False)
         tmp = path.with_name(path.name + ".tmp")
         run_cache.save(tmp, net.state_dict(), key)
         run_cache.key_file(tmp).replace(run_cache.key_file(path))

@@ -75,7 +75,7 @@ class GanModule(L.LightningModule):
         if counter is not None:
             counter.__exit__(None, None, None)
             self.flops_per_step = int(counter.get_total_flops())
-        if self.global_step % self.log_every == 0:   # Lightning's `log` costs ~1 ms a call here: not every step
+        if self.global_step % self.log_every == 0:   # after G's step: global_step = this iteration's number; `log` costs ~1 ms a call
             self.log_dict({"loss_g": loss_g.detach(), "loss_d": loss_d.detach()}, on_step=True, on_epoch=False)
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:

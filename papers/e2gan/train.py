@@ -26,7 +26,12 @@ from shared.sampling import RandomBatchSampler, random_batches
 from .data import to_images
 from .metrics import psnr
 
-LOG_EVERY = 10   # CSV rows: the losses of every 10th iteration
+LOG_EVERY = 10   # CSV rows: the losses of every 10th iteration (every steps//2-th in a shorter fit)
+
+
+def log_interval(steps: int) -> int:
+    """Log every `LOG_EVERY` steps, or often enough that a short fit (smoke) still logs two rows."""
+    return max(1, min(LOG_EVERY, steps // 2))
 
 
 @dataclass
@@ -107,15 +112,16 @@ def train_gan(G: nn.Module, D: nn.Module, train: Pairs, steps: int, *, seed: int
 
     device = next(G.parameters()).device
     batch = min(batch_size, len(train))
+    log_every = log_interval(steps)
     module = GanModule(G, D, lr=lr, lr_d=lr_d, beta1=beta1, lambda_l1=lambda_l1, max_steps=steps,
                        evaluate=(lambda g: eval_psnr(g, test)) if test is not None else None,
                        eval_every=eval_every, patience=patience, min_delta=min_delta, stop_at=stop_at,
-                       log_every=LOG_EVERY)
+                       log_every=log_every)
     options = dict(options or {})
     options.setdefault("accelerator", "gpu" if device.type == "cuda" else "cpu")
     with fit_folder(out_dir, options, prefix="e2gan_fit_") as root:
         trainer = make_trainer(root, seed=seed, max_steps=steps, max_epochs=1, progress=False,
-                               log_every_n_steps=LOG_EVERY, cache_config=cache_config,
+                               log_every_n_steps=log_every, cache_config=cache_config,
                                checkpoint=out_dir is not None, **options)
         fit(trainer, module, random_batches(train, batch, steps, seed))
         losses = read_losses(root / "logs" / "metrics.csv")

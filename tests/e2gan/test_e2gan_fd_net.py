@@ -8,7 +8,8 @@ import torch
 
 from papers.e2gan.data import make_inputs
 from papers.e2gan.experiments import tune_lr
-from papers.e2gan.fd_net import EditFeatures, EditNet, cached_edit_net, labelled_edits, train_edit_net
+from papers.e2gan.fd_net import (EditFeatures, EditNet, FlippedBatches, _tensor, cached_edit_net, labelled_edits,
+                                  losses_file, train_edit_net)
 from papers.e2gan.metrics import feature_fd
 from papers.e2gan.teacher import SkimageTeacher
 from shared.run_cache import cache_key
@@ -42,7 +43,8 @@ def separates(feats, test, edited) -> bool:
 
 def test_trained_features_classify_edits_and_separate_real_from_degraded(data):
     (images, labels), (test_images, test_labels), test, edited = data
-    net = train_edit_net(images, labels, len(PROMPTS) + 1, steps=200, batch_size=64, lr=3e-3, width=8, seed=1)
+    net, losses = train_edit_net(images, labels, len(PROMPTS) + 1, steps=200, batch_size=64, lr=3e-3, width=8, seed=1)
+    assert [r["step"] for r in losses] == list(range(10, 201, 10)) and losses[-1]["loss"] < losses[0]["loss"]
     feats = EditFeatures(net)
     assert feats(test[:5]).shape == (5, 32)
     chance = 1 / (len(PROMPTS) + 1)
@@ -53,6 +55,20 @@ def test_trained_features_classify_edits_and_separate_real_from_degraded(data):
     random = EditFeatures(EditNet(len(PROMPTS) + 1, 8))
     assert random.accuracy(test_images, test_labels) < 2.5 * chance
     assert not separates(random, test, edited), separation(random, test, edited)
+
+
+def test_the_logged_loss_is_that_of_the_step_it_is_logged_at():
+    """The CSV row at step 10 holds the 10th iteration's loss: the loss of the net after 9 steps on the
+    10th minibatch (Lightning flushes at steps 10, 20, ..., so logging at other steps would mislabel)."""
+    x = np.random.default_rng(0).uniform(size=(12, 8, 8, 3)).astype(np.float32)
+    y = np.arange(12) % 3
+    _, losses = train_edit_net(x, y, 3, steps=10, batch_size=4, lr=1e-2, width=4, seed=3)
+    net9, _ = train_edit_net(x, y, 3, steps=9, batch_size=4, lr=1e-2, width=4, seed=3)
+    xb, yb = list(FlippedBatches(_tensor(x), torch.as_tensor(y), 10, 4, 3))[-1]
+    with torch.no_grad():
+        tenth = float(torch.nn.functional.cross_entropy(net9(xb), yb))
+    assert [r["step"] for r in losses] == [5, 10]   # a 10-step fit logs every 5th step
+    assert losses[-1]["loss"] == pytest.approx(tenth, rel=1e-6)
 
 
 def test_the_net_is_cached_under_its_run_cache_key(tmp_path, caplog):
@@ -71,6 +87,7 @@ def test_the_net_is_cached_under_its_run_cache_key(tmp_path, caplog):
     a = cached_edit_net(path, key, data, 2, cfg, seed=0)
     b = cached_edit_net(path, key, data, 2, cfg, seed=0)   # reused: not retrained
     assert len(calls) == 1 and np.allclose(a(x), b(x))
+    assert losses_file(path).read_text().splitlines()[0] == "step,loss"   # the curve kept beside the net
     with caplog.at_level(logging.WARNING, logger="shared.run_cache"):
         cached_edit_net(path, cache_key({"fd_net": {"steps": 4}}, 0), data, 2, cfg, seed=0)
     assert len(calls) == 2 and "config hash" in caplog.text
