@@ -38,6 +38,7 @@ class Curves:
 def load_curves(results_dir: str | Path) -> pd.DataFrame:
     """Every experiment's curves under `results_dir/logs` (one CSV each), with an `experiment` column."""
     parts = [pd.read_csv(p).assign(experiment=p.stem) for p in sorted(Path(results_dir).glob("logs/*.csv"))]
+    parts = [df for df in parts if len(df)]   # an experiment with no logged rows (smoke's empty seed jobs)
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["fit", "experiment"])
 
 
