@@ -6,7 +6,9 @@
 #
 # Outputs go to results/<profile>/<paper>/. Each paper adds its rules in papers/<paper>/rules.smk,
 # registers its metric parts in PAPER_METRICS and its figures/tables in PAPER_TARGETS.
-# Config keys: profile (smoke|tiny|full), results (root folder), papers_dir (where papers live).
+# Config keys: profile (smoke|tiny|full), results (root folder), papers_dir (where papers live);
+# everest_trainer (papers/everest/rules.smk).
+import shlex
 import sys
 from pathlib import Path
 
@@ -33,10 +35,44 @@ def prov(*paths):
     return [q for p in paths for q in (p, f"{p}.provenance.json")]
 
 
-def experiment_cmd(paper, experiment):
-    """The shell command of one experiment at this profile (threads set to 1 per job)."""
-    return (f"OMP_NUM_THREADS=1 {PY} -m papers.{paper} {experiment} --profile {PROFILE} "
-            f"--out {RESULTS}/{paper} --rule {{rule}}")
+def experiment_cmd(paper, experiment, launcher="", overrides=()):
+    """The shell command of one experiment at this profile (threads set to 1 per job). `launcher` (srun
+    and its task geometry, see slurm_training) goes before python, after the environment; `overrides`
+    are the experiment's `--set key.path=value` config overrides."""
+    sets = "".join(f" --set {shlex.quote(o)}" for o in overrides)
+    return (f"OMP_NUM_THREADS=1 {launcher}{PY} -m papers.{paper} {experiment} --profile {PROFILE} "
+            f"--out {RESULTS}/{paper} --rule {{rule}}{sets}")
+
+
+# A run submits to SLURM when it names a partition: profiles/slurm sets slurm_partition in its
+# default-resources, and the plugin passes them on to the job's own snakemake, so the rules read the
+# same answer on both sides. A local run (`--cores N`) has none. Only the srun launch depends on it.
+ON_SLURM = "slurm_partition" in (workflow.resource_settings.default_resources or {})
+# srun with the task geometry Lightning checks, read from the job's own resources so that a
+# --set-resources change (a GPU type in gres, more CPUs) reaches the sbatch request and the step alike.
+SRUN_TASKS = ("{resources.mpi} --nodes={resources.nodes} --ntasks-per-node={resources.tasks_per_node} "
+              "--gres={resources.gres} --cpus-per-task={resources.cpus_per_task} ")
+
+
+def slurm_training(trainer):
+    """(resources, launcher) of a rule that runs one Lightning training with this `trainer:` config.
+
+    Lightning under SLURM wants one task per GPU, all started by srun, with --nodes = num_nodes and
+    --ntasks-per-node = GPUs per node = devices; it refuses to start when the tasks it sees differ from
+    its trainer's. So the rule asks for exactly that: `nodes`, `tasks_per_node` and `gres: gpu:<devices>`
+    (a per-node count), which only the SLURM plugin reads (a local run ignores them, so the GPU request
+    does not depend on ON_SLURM). Above one GPU on SLURM the job is an MPI-style job of the plugin (`mpi`
+    resource: its job step runs the command as it stands) and the command starts the tasks with srun.
+    One GPU stays one task with no srun in the command; locally Lightning starts the processes of
+    `devices` > 1 itself."""
+    devices, num_nodes = trainer["devices"], trainer["num_nodes"]
+    resources = {"nodes": num_nodes, "tasks_per_node": devices, "gres": f"gpu:{devices}"}
+    if devices * num_nodes == 1 or not ON_SLURM:
+        return resources, ""
+    if devices == 1:   # the plugin takes an MPI job's tasks per node only above 1
+        raise ValueError(f"trainer.devices=1 on {num_nodes} nodes cannot be submitted through the SLURM "
+                         "plugin (an MPI job needs tasks_per_node > 1): use devices > 1 per node")
+    return {**resources, "mpi": "srun"}, SRUN_TASKS
 
 
 for _paper in PAPERS:

@@ -20,6 +20,9 @@ from conftest import FIXTURE_PAPERS, REPO, WORKFLOW_ENV
 
 REAL_PAPER = "everest"   # a real paper with GPU and CPU rules, among the quickest at smoke (p2l took 240 s here)
 PROFILE = yaml.safe_load((REPO / "profiles/slurm/config.v8+.yaml").read_text())
+# Lightning trainings whose GPUs the rule asks for (trainer.devices per node, Snakefile slurm_training),
+# not the profile; the profile gives them the GPU partition.
+TRAINING_RULES = ("everest_pretrain_checkpoints", "everest_finetune_top1")
 
 
 def effective_args(*argv: str):
@@ -45,7 +48,7 @@ def test_workflow_profile_does_not_override_the_cluster_profile():
 
 
 def gpu_rules() -> set[str]:
-    return {r for r, res in PROFILE["set-resources"].items() if res.get("gpu") or res.get("gres")}
+    return {r for r, res in PROFILE["set-resources"].items() if res.get("gpu") or res.get("gres")} | set(TRAINING_RULES)
 
 
 def test_gpu_only_where_cuda_is_used():
@@ -53,10 +56,82 @@ def test_gpu_only_where_cuda_is_used():
     rule without a GPU on the CPU partition."""
     assert PROFILE["default-resources"]["slurm_partition"] == "cpu"
     for rule, res in PROFILE["set-resources"].items():
-        gpu = bool(res.get("gpu") or res.get("gres"))
+        gpu = bool(res.get("gpu") or res.get("gres")) or rule in TRAINING_RULES
         assert res.get("slurm_partition", "cpu") == ("gpu" if gpu else "cpu"), rule
     bad = {r for r in gpu_rules() if r.startswith(("mmp_", "paper_", "claims_", "overview_", "kernels_"))}
     assert not bad, f"GPU asked for rules that never use CUDA: {bad}"
+
+
+def dry_run_jobs(tmp_path, *options: str, config: tuple[str, ...] = ()) -> dict[str, tuple[dict, str]]:
+    """rule -> (resources, shell command) of EVEREST's two full-profile trainings, as `snakemake -n` prints
+    them with these options (a profile, or --cores) and extra --config entries."""
+    target = tmp_path / "full/everest/metrics/finetune_everest.json"   # needs its pre-training too
+    cmd = [sys.executable, "-m", "snakemake", "-n", "--nolock", str(target), *options,
+           "--config", "profile=full", f"results={tmp_path}", *config]
+    run = subprocess.run(cmd, cwd=REPO, env=WORKFLOW_ENV, capture_output=True, text=True, timeout=300)
+    log = run.stdout + run.stderr
+    assert run.returncode == 0, log[-3000:]
+    job = re.compile(r"^rule (\w+):$.*?^ +resources: (.*?)$.*?^Shell command: (.*?)$", re.S | re.M)
+    jobs = {rule: (dict(kv.split("=", 1) for kv in resources.split(", ")), shell)
+            for rule, resources, shell in job.findall(log)}
+    assert set(jobs) == set(TRAINING_RULES), log[-3000:]
+    return jobs
+
+
+def sbatch_call(rule: str, resources: dict) -> str:
+    """The sbatch command line the pinned SLURM plugin builds from a job's resources (no cluster needed)."""
+    from types import SimpleNamespace
+
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    class Resources(dict):
+        __getattr__ = dict.__getitem__
+
+    typed = Resources({k: int(v) if v.isdigit() else v for k, v in resources.items()})
+    job = SimpleNamespace(name=rule, threads=1, resources=typed)
+    params = {"run_uuid": "u", "slurm_logfile": "log", "comment_str": f"rule_{rule}", "account": "",
+              "partition": f"-p {typed.slurm_partition}", "workdir": str(REPO)}
+    return get_submit_command(job, params) + set_gres_string(job)
+
+
+@pytest.mark.parametrize("trainer", [{}, {"devices": 4, "num_nodes": 2, "strategy": "ddp"}], ids=["full", "4x2"])
+def test_training_rules_ask_slurm_for_their_trainer(trainer, tmp_path):
+    """Under the SLURM profile, EVEREST's trainings ask for what Lightning will check: --nodes = num_nodes,
+    --ntasks-per-node = devices and devices GPUs per node, with one task per GPU started by srun above
+    one GPU; the training gets the same trainer settings. The config's full profile, and 4 GPUs × 2
+    nodes through --config everest_trainer."""
+    from shared.config import load_config
+
+    overrides = [f"trainer.{k}={v}" for k, v in trainer.items()]
+    want = load_config(REPO / "papers/everest/config.yaml", "full", overrides).trainer
+    devices, nodes = want.devices, want.num_nodes
+    config = ("everest_trainer={" + ", ".join(f"{k}: {v}" for k, v in trainer.items()) + "}",) if trainer else ()
+    for rule, (resources, shell) in dry_run_jobs(tmp_path, "--profile", "profiles/slurm", config=config).items():
+        asked = (resources["nodes"], resources["tasks_per_node"], resources["gres"])
+        assert asked == (str(nodes), str(devices), f"gpu:{devices}"), rule
+        assert resources["slurm_partition"] == "gpu", rule
+        sbatch = sbatch_call(rule, resources)
+        assert f" --nodes={nodes} " in sbatch and sbatch.endswith(f" --gres=gpu:{devices}"), sbatch
+        assert "--gpus" not in sbatch and "--ntasks-per-gpu" not in sbatch, sbatch   # no job-wide or per-GPU counts
+        assert all(f"--set {o}" in shell for o in overrides), shell   # Lightning gets the same trainer
+        if devices * nodes == 1:   # one task, run by the plugin's own job step; no srun in the command
+            assert "mpi" not in resources and "srun" not in shell and "--ntasks-per-node" not in sbatch, (rule, shell)
+        else:
+            assert resources["mpi"] == "srun" and f" --ntasks-per-node={devices} " in sbatch, sbatch
+            srun = (f"OMP_NUM_THREADS=1 srun --nodes={nodes} --ntasks-per-node={devices} --gres=gpu:{devices} "
+                    f"--cpus-per-task={resources['cpus_per_task']} ")
+            assert shell.startswith(srun) and " -m papers.everest " in shell, shell
+
+
+def test_local_training_runs_without_srun(tmp_path):
+    """A local run (`--cores`) runs the trainings' plain command, multi-GPU too (Lightning starts the
+    processes itself): no srun and no MPI job."""
+    jobs = dry_run_jobs(tmp_path, "--cores", "1", config=("everest_trainer={devices: 4}",))
+    for rule, (resources, shell) in jobs.items():
+        assert shell.startswith(f"OMP_NUM_THREADS=1 {sys.executable} -m papers.everest "), shell
+        assert "srun" not in shell and shell.endswith(" --set trainer.devices=4"), shell
+        assert "mpi" not in resources, (rule, resources)
 
 
 def job_record(jid: str) -> tuple[str, str, str] | None:

@@ -1,7 +1,16 @@
 # EVEREST vs VideoMAE: pre-training arms, fine-tuning arms (the 2×2 and controls), the label-leak
 # probe, then tables/figures.
+from shared.config import load_config as _ev_load_config
+
 EV = f"{RESULTS}/everest"
 EV_CFG = "papers/everest/config.yaml"
+# The trainings' Lightning settings: the config's `trainer:` at this profile, read here as
+# `python -m papers.everest` reads it, so the SLURM resources (slurm_training) match the trainer that
+# Lightning builds. `--config everest_trainer="{devices: 4, num_nodes: 2, strategy: ddp}"` overrides
+# it for both: the same `trainer.K=V` strings become the training commands' `--set` (the trainer
+# section is not in the weights' cache key, so the other experiments still find the weights).
+EV_TRAINER_SET = [f"trainer.{k}={v}" for k, v in config.get("everest_trainer", {}).items()]
+EV_TRAINING_RESOURCES, EV_LAUNCHER = slurm_training(_ev_load_config(EV_CFG, PROFILE, EV_TRAINER_SET).trainer)
 EV_PRETRAIN = ["videomae", "everest", "ascending", "everest_uniform_frames", "everest_selected_frames"]
 # fine-tune arm -> the pre-training arm whose weights it starts from (None: scratch)
 EV_FINETUNE = {"videomae": "videomae", "videomae_pruned": "videomae", "everest_full": "everest",
@@ -33,7 +42,8 @@ rule everest_pretrain_checkpoints:
     output: prov(f"{EV}/metrics/pretrain_{{arm}}.json")
     wildcard_constraints: arm="|".join(EV_PRETRAIN)
     threads: 1
-    shell: experiment_cmd("everest", "pretrain_{wildcards.arm}")
+    resources: **EV_TRAINING_RESOURCES
+    shell: experiment_cmd("everest", "pretrain_{wildcards.arm}", EV_LAUNCHER, EV_TRAINER_SET)
 
 
 rule everest_finetune_top1:
@@ -42,7 +52,8 @@ rule everest_finetune_top1:
     output: prov(f"{EV}/metrics/finetune_{{arm}}.json")
     wildcard_constraints: arm="|".join(EV_FINETUNE)
     threads: 1
-    shell: experiment_cmd("everest", "finetune_{wildcards.arm}")
+    resources: **EV_TRAINING_RESOURCES
+    shell: experiment_cmd("everest", "finetune_{wildcards.arm}", EV_LAUNCHER, EV_TRAINER_SET)
 
 
 rule everest_label_leak_probe:
