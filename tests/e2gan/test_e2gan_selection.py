@@ -15,13 +15,38 @@ def test_kmeans_subset_picks_samples_nearest_the_centroids():
     chosen = nearest_to_centroids(feats, 6, seed=1)
     z = StandardScaler().fit_transform(feats)
     km = KMeans(n_clusters=6, n_init=10, random_state=1).fit(z)
-    expected = [int(np.argmin(np.linalg.norm(z - c, axis=1))) for c in km.cluster_centers_]
+    expected = sorted(int(np.argmin(np.linalg.norm(z - c, axis=1))) for c in km.cluster_centers_)
     assert chosen == expected and len(set(chosen)) == 6
     centres = np.array([[0, 0], [10, 0], [0, 10]])
     blobs = np.concatenate([c + 0.1 * rng.normal(size=(20, 2)) for c in centres])
     picked = nearest_to_centroids(blobs, 3, seed=0)
     assert sorted(i // 20 for i in picked) == [0, 1, 2]
     assert random_subset(50, 5, 3) == random_subset(50, 5, 3) and len(set(random_subset(50, 5, 3))) == 5
+
+
+def test_kmeans_selection_does_not_depend_on_how_kmeans_numbers_its_clusters(monkeypatch):
+    """The same partition numbered differently (as OpenBLAS's core types did on E2GAN's tiny pool) gives the
+    same selection, even where two centroids share their nearest sample (the one visited first takes it)."""
+    import papers.e2gan.selection as selection
+
+    feats = np.array([[0.0], [1.0], [2.0], [5.0], [9.0]])
+    z = StandardScaler().fit_transform(feats)
+    eps = 1e-3
+    # A and B both nearest sample 1; A is nearer to it, so A takes it and B its next nearest (sample 2);
+    # visited the other way round, B would take 1 and A would fall back to sample 0
+    centres = np.array([z[1] - eps, z[1] + 2 * eps, z[3], z[4]])
+    results = []
+    for perm in ([0, 1, 2, 3], [1, 0, 3, 2], [3, 1, 2, 0]):
+        class Numbered:
+            def __init__(self, **kwargs):
+                pass
+
+            def fit(self, x, perm=perm):
+                self.cluster_centers_ = centres[perm]
+                return self
+        monkeypatch.setattr(selection, "KMeans", Numbered)
+        results.append(nearest_to_centroids(feats, 4, seed=0))
+    assert results == [[1, 2, 3, 4]] * 3
 
 
 def test_kmeans_standardises_features_first():
