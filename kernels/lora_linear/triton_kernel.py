@@ -1,5 +1,6 @@
-"""Fused LoRA linear forward in Triton: one pass over x computes x Wᵀ and x Aᵀ together, then adds
-s·(x Aᵀ) Bᵀ in the epilogue. The rank is padded to ≥ 16 so every `tl.dot` compiles on GPUs.
+"""Fused LoRA linear forward in Triton: y = x Wᵀ + b + s·(x Aᵀ) Bᵀ. One pass over x computes x Wᵀ and
+x Aᵀ together, then adds s·(x Aᵀ) Bᵀ in the epilogue. The rank is padded to ≥ 16 so every `tl.dot`
+compiles on GPUs; offsets are int64 (x or y past 2³¹ elements); x may be a strided view.
 Backward (for x, A, B; W and b frozen) uses three matmuls in torch."""
 from __future__ import annotations
 
@@ -11,18 +12,19 @@ from ..dispatch import next_pow2
 
 
 @triton.jit
-def _lora_fwd_kernel(x_ptr, w_ptr, a_ptr, b_ptr, bias_ptr, y_ptr, M, N, K, R, scale,
+def _lora_fwd_kernel(x_ptr, w_ptr, a_ptr, b_ptr, bias_ptr, y_ptr, M, N, K, R, scale, stride_xm, stride_xk,
                      HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr):
-    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    rr = tl.arange(0, BLOCK_R)
+    rm = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.program_id(1).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rr = tl.arange(0, BLOCK_R).to(tl.int64)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     xa = tl.zeros((BLOCK_M, BLOCK_R), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
-        rk = k0 + tl.arange(0, BLOCK_K)
+        rk = (k0 + tl.arange(0, BLOCK_K)).to(tl.int64)
         kok = rk < K
-        x = tl.load(x_ptr + rm[:, None] * K + rk[None, :], mask=(rm < M)[:, None] & kok[None, :], other=0.0)
+        x = tl.load(x_ptr + rm[:, None] * stride_xm + rk[None, :] * stride_xk, mask=(rm < M)[:, None] & kok[None, :],
+                    other=0.0)
         w = tl.load(w_ptr + rn[:, None] * K + rk[None, :], mask=(rn < N)[:, None] & kok[None, :], other=0.0)
         a = tl.load(a_ptr + rr[:, None] * K + rk[None, :], mask=(rr < R)[:, None] & kok[None, :], other=0.0)
         acc += tl.dot(x, tl.trans(w), input_precision="ieee")
@@ -40,8 +42,8 @@ def lora_linear_forward(x2d, weight, bias, lora_a, lora_b, scale, block_m=64, bl
     y = torch.empty(M, N, dtype=torch.float32, device=x2d.device)
     BM, BN, BK = (min(next_pow2(s), next_pow2(b)) for s, b in ((M, block_m), (N, block_n), (K, block_k)))
     _lora_fwd_kernel[(triton.cdiv(M, BM), triton.cdiv(N, BN))](
-        x2d.contiguous(), weight.contiguous(), lora_a.contiguous(), lora_b.contiguous(),
-        bias if bias is not None else weight, y, M, N, K, R, float(scale), HAS_BIAS=bias is not None,
+        x2d, weight.contiguous(), lora_a.contiguous(), lora_b.contiguous(),
+        bias if bias is not None else weight, y, M, N, K, R, float(scale), *x2d.stride(), HAS_BIAS=bias is not None,
         BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, BLOCK_R=next_pow2(R))
     return y.to(x2d.dtype)
 

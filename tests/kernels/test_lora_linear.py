@@ -4,6 +4,7 @@ import torch
 
 from kernels.lora_linear import lora_linear, lora_linear_reference
 from kernels.lora_linear.triton_kernel import LoRALinearFn
+from wide_offsets import past_int32
 
 
 @pytest.mark.parametrize("shape,K,N,r", [((5, 7), 33, 19, 4), ((64,), 64, 48, 16), ((3, 10), 20, 70, 8)])
@@ -36,3 +37,26 @@ def test_force_reference(monkeypatch):
     assert backend(torch.zeros(1)) == "reference"
     monkeypatch.delenv("KERNELS_FORCE_REFERENCE")
     assert backend(torch.zeros(1)) == "interpreter"
+
+
+def test_x_rows_past_2_31_elements():
+    """Row 2 of x (fp16) starts past element 2³¹ of its storage (see wide_offsets)."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    g = torch.Generator().manual_seed(1)
+    x, w, bias = torch.randn(3, 32, generator=g), torch.randn(24, 32, generator=g), torch.randn(24, generator=g)
+    a, b = torch.randn(4, 32, generator=g), torch.randn(24, 4, generator=g)
+    half = [t.half().to(device) for t in (x, w, bias, a, b)]
+    y = lora_linear(past_int32(half[0]), *half[1:], 0.5)
+    y_ref = lora_linear_reference(*[t.float() for t in half], 0.5)
+    assert y.dtype == torch.float16
+    torch.testing.assert_close(y.float(), y_ref, rtol=2e-3, atol=2e-3)   # fp16 output: 2⁻¹¹ rounding
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: y of 2³¹ fp32 elements (8 GiB) to write")
+def test_cuda_output_past_2_31_elements():
+    M, K, N, r = 2**25 + 5, 16, 64, 4                 # M·N > 2³¹
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(M, K, device="cuda", generator=g)
+    w, a, b = (torch.randn(*s, device="cuda", generator=g) for s in ((N, K), (r, K), (N, r)))
+    y = lora_linear(x, w, None, a, b, 0.5)
+    torch.testing.assert_close(y[-7:], lora_linear_reference(x[-7:], w, None, a, b, 0.5), rtol=1e-4, atol=1e-4)

@@ -5,6 +5,7 @@ import torch
 from kernels.motion_select import motion_select, motion_select_reference, split_tokens, token_counts
 from kernels.motion_select import reference as ref
 from kernels.motion_select import triton_kernel as tri
+from wide_offsets import past_int32
 
 
 def test_scores_follow_motion_and_first_slice_copies_second():
@@ -48,3 +49,27 @@ def test_dispatcher_runs_interpreter_on_cpu():
     pixels = torch.rand(1, 8, 4, 3)
     out = motion_select(emb, pixels, torch.rand(1, 4), mask_ratio=0.75)
     assert out[3].shape == (1, 2, 12)
+
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def test_scores_past_2_31_elements():
+    """Clip 2 of the embeddings (fp16) starts past element 2³¹ of its storage (see wide_offsets)."""
+    emb = torch.randn(3, 3, 5, 40, generator=torch.Generator().manual_seed(0)).half().to(DEVICE)
+    torch.testing.assert_close(tri.motion_scores(past_int32(emb)), ref.motion_scores(emb), rtol=1e-5, atol=1e-6)
+
+
+def test_targets_of_a_batch_past_2_31_elements():
+    """uint8 clips of N tokens × 512 pixels (2×16×16 tubelets) × 3 channels, B·N·P·C > 2³¹ (3 GiB, contiguous);
+    only the target tokens are written (torch.empty leaves the rest without memory on CPU) and read."""
+    B, P, C = 3, 512, 3
+    N = 2**30 // (P * C) + 1
+    pixels = torch.empty(B, N, P, C, dtype=torch.uint8, device=DEVICE)
+    target = torch.tensor([[0, 7, N - 2, N - 1]] * B, device=DEVICE)
+    g = torch.Generator().manual_seed(0)
+    for b in range(B):
+        pixels[b, target[b]] = torch.randint(0, 256, (4, P, C), generator=g, dtype=torch.uint8).to(DEVICE)
+    assert pixels.stride(0) < 2**31 <= (B - 1) * pixels.stride(0)
+    torch.testing.assert_close(tri.normalized_targets(pixels, target), ref.normalized_targets(pixels, target),
+                               rtol=1e-4, atol=1e-4)
