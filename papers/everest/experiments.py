@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from shared.assets import require_path
+from shared.config import ConfigError
 from shared.intervals import LEVEL, mean_interval
 from shared.io import read_json
 from shared.samples import combine, sample
@@ -36,6 +37,7 @@ from .efficiency import (VitDims, finetune_macs, flops_and_saved_bytes, interlea
 from .leak import keep_masks, probe_accuracy
 from .model import (MaskedVideoAutoencoder, VideoClassifier, VideoEncoder, build_autoencoder, num_params,
                     set_fused_attention)
+from .official_checkpoint import load_official_checkpoint
 from .selection import count, motion_scores, select_tokens
 from .train import choose_pairs, evaluate, finetune, make_masks, pretrain, tube_visible
 
@@ -129,11 +131,32 @@ def dataset(cfg, seed: int, split: str, pan: bool = False, candidates: bool = Fa
     from .video import VideoListDataset
 
     key = {"pretrain": "pretrain_list", "finetune": "train_list", "test": "test_list"}[split]
-    path = require_path(d[key], what=f"the {split} video list (lines 'path label')",
-                        fetch="UCF101/HMDB51/K400 videos and the official split lists", config_key=f"data.{key}")
+    fetch = "UCF101/HMDB51/K400 videos and the official split lists"
+    path = require_path(d[key], what=f"{split} video list", fetch=fetch, config_key=f"data.{key}")
+    class_index = None if d.class_index is None else require_path(
+        d.class_index, what="UCF101 class index (classInd.txt)", config_key="data.class_index",
+        fetch="UCF101's split files (UCF101TrainTestSplits-RecognitionTask.zip, folder ucfTrainTestlist)")
+    root = None if d.root is None else require_path(d.root, what="video folder", fetch=fetch, config_key="data.root")
     mode = {"pretrain": "pretrain", "finetune": "train", "test": "test"}[split]
-    return VideoListDataset(path, d.root, mode=mode, clip_len=d.frames, stride=d.stride, size=d.size,
-                            segments=d.test_segments, seed=seed, flip=bool(d.flip))
+    data = VideoListDataset(path, root, mode=mode, clip_len=d.frames, stride=d.stride, size=d.size,
+                            segments=d.test_segments, seed=seed, flip=bool(d.flip), class_index=class_index)
+    labels = {label for _, label in data.items}
+    if labels and (min(labels) < 0 or max(labels) >= d.num_classes):
+        raise ConfigError(f"{path} has labels {min(labels)}..{max(labels)}, outside data.num_classes={d.num_classes}")
+    return data
+
+
+def initial_autoencoder(cfg, seed: int) -> MaskedVideoAutoencoder:
+    """The autoencoder every arm of `seed` starts from: the seeded random initialisation, or the official
+    pre-training checkpoint at `model.init_checkpoint` (loaded by `official_checkpoint`'s key map)."""
+    torch.manual_seed(derive_seed(seed, "init"))
+    ae = build_autoencoder(cfg)
+    if cfg.model.init_checkpoint is not None:
+        path = require_path(cfg.model.init_checkpoint, what="VideoMAE/EVEREST pre-training checkpoint",
+                            fetch="a pre-training checkpoint of the official code (checkpoint-*.pth, keys encoder.* / "
+                                  "decoder.*) with the config's model widths", config_key="model.init_checkpoint")
+        load_official_checkpoint(ae, path)
+    return ae
 
 
 def seeds_of(cfg) -> list[int]:
@@ -190,8 +213,7 @@ def run_pretrain(run, arm: str) -> dict:
     snaps = {max(1, round(b * cfg.pretrain.steps)): snapshot_name(b) for b in cfg.pretrain.budgets}
     first, final, motion_frac, motion_base = [], [], [], []
     for seed in seeds_of(cfg):
-        torch.manual_seed(derive_seed(seed, "init"))
-        model = build_autoencoder(cfg)
+        model = initial_autoencoder(cfg, seed)
         data = dataset(cfg, seed, "pretrain", candidates=frames is not None)
         losses = pretrain(model, data, method, cfg, seed, run.checkpoint_dir(seed_dir(seed)), snaps, device_of(cfg),
                           frames=frames)
@@ -227,8 +249,7 @@ def finetune_seed(run, arm: str, snapshot: str | None, prune: str, seed: int, su
     """(test top-1, final train loss, token count) of one fine-tune of `arm` at `seed`."""
     cfg = run.cfg
     source, _ = FINETUNE_ARMS[arm]
-    torch.manual_seed(derive_seed(seed, "init"))
-    ae = build_autoencoder(cfg)  # same initial encoder as the pre-training arms
+    ae = initial_autoencoder(cfg, seed)  # same initial encoder as the pre-training arms
     if source is not None:
         path = pretrain_dir(run, source, seed) / f"{snapshot}.pt"
         if not path.is_file():
@@ -508,8 +529,7 @@ def token_overlay(run) -> dict:
     seeds = seeds_of(cfg)
     models = {}
     for seed in seeds:   # the initial encoder of each seed and the EVEREST encoder pre-trained from it
-        torch.manual_seed(derive_seed(seed, "init"))
-        init = build_autoencoder(cfg).eval()
+        init = initial_autoencoder(cfg, seed).eval()
         trained = build_autoencoder(cfg).eval()
         path = pretrain_dir(run, "everest", seed) / f"{snapshot_name(cfg.pretrain.budgets[-1])}.pt"
         trained.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
