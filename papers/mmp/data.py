@@ -27,7 +27,7 @@ import numpy as np
 
 @dataclass
 class Cohort:
-    bags: list            # [N_i, d] float32 patch features per patient
+    bags: list            # [N_i, d] float32 patch features per patient (full profile: `bags.SlideBags`, read on demand)
     genes: np.ndarray     # [P, G] expression
     pathways: list        # gene indices of each pathway
     time: np.ndarray
@@ -42,6 +42,8 @@ class Cohort:
     log_hazard: np.ndarray    # true log h (oracle)
     centres: np.ndarray   # [K, d]
     coefficients: dict = None   # the hazard's β_h, β_s, β_g (per pathway), γ and the active pathways
+    folds: list = None    # full profile: the official split files' (train, test) index pairs
+    case_ids: list = None  # full profile: the TCGA case id of each patient
 
     def __len__(self) -> int:
         return len(self.time)

@@ -12,6 +12,7 @@ import torch
 from shared.samples import combine
 from shared.seeding import derive_seed
 
+from .bags import as_tensors, feature_dim, keep_rows, patch_counts
 from .curves import Curves
 from .data import breast_cancer, gene_groups, make_cohort, site_folds, stratified_folds
 from .metrics import cindex, fold_sample, risk_groups
@@ -43,23 +44,40 @@ def arm_label(arm: str, cfg) -> str:
 
 # ----------------------------------------------------------------------------- shared pieces
 def load_cohort(cfg, seed: int):
+    """The cohort of `data.source`: the seeded synthetic one, or TCGA from the official files (`full`)."""
     if cfg.data.source == "synthetic":
         return make_cohort(cfg.data, seed)
     if cfg.data.source == "tcga":
         from .loaders import load_tcga_cohort
 
-        return load_tcga_cohort(cfg.full)
+        return load_tcga_cohort(cfg.full, cfg.eval.n_folds)
     raise ValueError(f"data.source must be 'synthetic' or 'tcga', got {cfg.data.source!r}")
+
+
+def cohort_folds(cohort, cfg) -> list:
+    """The (train, test) index pairs that `eval.folds` names: `site_disjoint` deals the sites to
+    `eval.n_folds` folds (the synthetic profiles); `official_splits` takes the official split files'
+    folds, read with the cohort (the full profile), so results compare with Table 1 fold by fold."""
+    if cfg.eval.folds == "site_disjoint":
+        return site_folds(cohort.site, cfg.eval.n_folds)
+    if cfg.eval.folds == "official_splits":
+        if cohort.folds is None:
+            raise ValueError("eval.folds: official_splits reads the official split files: set data.source: tcga "
+                             "and full.split_dir (or eval.folds: site_disjoint for the synthetic cohort)")
+        return cohort.folds
+    raise ValueError(f"eval.folds must be 'site_disjoint' or 'official_splits', got {cfg.eval.folds!r}")
 
 
 def prepare_fold(cohort, train_idx, cfg, seed: int, fold: int, *, standardize_pi: bool = False) -> dict:
     """Per-fold inputs: prototypes (K-means on training bags), PANTHER tokens of every patient,
     genes z-scored on the training fold, the bags, and the capped bags of the full-token model.
     `standardize_pi` z-scores each π_c with the training fold's mean and std (the official token
-    keeps raw π, whose spread across patients is tiny next to μ and Σ); `pi` keeps the raw π."""
+    keeps raw π, whose spread across patients is tiny next to μ and Σ); `pi` keeps the raw π.
+    Bags are read one at a time here; lazily read bags (`bags.SlideBags`) stay lazy in the result and
+    are read when a batch needs them."""
     from sklearn.preprocessing import StandardScaler
 
-    protos = fit_prototypes([cohort.bags[i] for i in train_idx], cfg.prototypes.n, per_bag=cfg.prototypes.per_bag,
+    protos = fit_prototypes((cohort.bags[i] for i in train_idx), cfg.prototypes.n, per_bag=cfg.prototypes.per_bag,
                             seed=derive_seed(seed, "kmeans", fold), max_iter=cfg.prototypes.max_iter,
                             n_init=cfg.prototypes.n_init)
     hist = aggregate_bags(cohort.bags, protos, tau=cfg.panther.tau, eps=cfg.panther.eps, n_iter=cfg.panther.n_iter)
@@ -71,16 +89,16 @@ def prepare_fold(cohort, train_idx, cfg, seed: int, fold: int, *, standardize_pi
     genes = np.nan_to_num(scaler.transform(cohort.genes)).astype(np.float32)
     rng = np.random.default_rng(derive_seed(seed, "patch_cap", fold))
     cap = cfg.eval.patch_cap
-    capped = [b if len(b) <= cap else b[np.sort(rng.choice(len(b), cap, replace=False))] for b in cohort.bags]
+    kept = [None if n <= cap else np.sort(rng.choice(n, cap, replace=False)) for n in patch_counts(cohort.bags)]
     return {"prototypes": protos, "pi": pi,
             "data": {"hist": torch.from_numpy(hist), "genes": torch.from_numpy(genes),
-                     "bags": [torch.from_numpy(b) for b in cohort.bags]},
-            "capped": [torch.from_numpy(b) for b in capped]}
+                     "bags": as_tensors(cohort.bags)},
+            "capped": as_tensors(keep_rows(cohort.bags, kept))}
 
 
 def build_model(arm: str, cfg, cohort, n_out: int, seed: int):
     torch.manual_seed(seed)
-    m, d = cfg.model, cohort.bags[0].shape[1]
+    m, d = cfg.model, feature_dim(cohort.bags)
     if arm in MMP_ARMS:
         fusion, modality = MMP_ARMS[arm]
         return MMP(2 * d + 1, cfg.prototypes.n, cohort.pathways, dim=m.dim, code_dim=m.code_dim,
@@ -158,12 +176,12 @@ def recovered_proportions(pi: np.ndarray, prototypes: np.ndarray, centres: np.nd
 
 # ----------------------------------------------------------------------------- 1. c-index (one experiment per arm, then the table)
 def cindex_arm(arm: str):
-    """The experiment that trains `arm` on the site-disjoint folds and scores its test folds."""
+    """The experiment that trains `arm` on the folds of `eval.folds` (`cohort_folds`) and scores its test folds."""
 
     def experiment(run) -> dict:
         cfg, seed = run.cfg, run.seed
         cohort = load_cohort(cfg, seed)
-        folds = site_folds(cohort.site, cfg.eval.n_folds)
+        folds = cohort_folds(cohort, cfg)
         n_run = cfg.eval.transformer_folds if arm == "full_transformer" else len(folds)
         scores, oracle, test_sites = [], [], []
         risk_oof = np.full(len(cohort), np.nan)
@@ -411,7 +429,7 @@ def trans_diagnostics(run) -> dict:
     cfg, seed = run.cfg, run.seed
     dg, t = cfg.diagnostics, cfg.train
     cohort = load_cohort(cfg, seed)
-    folds = site_folds(cohort.site, cfg.eval.n_folds)
+    folds = cohort_folds(cohort, cfg)
     variants = list(dg.variants)
     scores = {v: [] for v in variants}
     usage = {v: [] for v in variants if not v.startswith("histo")}
@@ -687,7 +705,7 @@ def loss_ablation(run) -> dict:
     """MMP-Trans with the Cox loss at batch 64 against the NLL loss at batch 1."""
     cfg, seed = run.cfg, run.seed
     cohort = load_cohort(cfg, seed)
-    folds = site_folds(cohort.site, cfg.eval.n_folds)[:cfg.ablation.folds]
+    folds = cohort_folds(cohort, cfg)[:cfg.ablation.folds]
     res = {"cox_batch": [], "nll_batch1": []}
     curves = Curves()
     for fold, (tr, te) in enumerate(folds):

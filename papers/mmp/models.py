@@ -1,8 +1,8 @@
 """MMP-Trans, MMP-OT and the baselines (ABMIL, pathway-only, full-token Transformer).
 
 Every model maps a batch {"hist": [B, C, 2d+1] PANTHER tokens, "genes": [B, G] z-scored genes,
-"bags": list of [N_i, d] patch features} to `n_out` outputs per patient (1: Cox log-risk η;
-n_bins: NLL hazard logits).
+"bags": [N_i, d] patch features, a list or a lazily read `bags.SlideBags`} to `n_out` outputs per
+patient (1: Cox log-risk η; n_bins: NLL hazard logits).
 
 MMP-Trans (brief §1). Pathway tokens from one SNN per pathway, histology tokens Linear(2d+1 → D);
 each of the T = P + C tokens gets a learnable code (N(0,1)) appended, d_model = D + D_code. One layer:
@@ -223,7 +223,7 @@ class ABMIL(nn.Module):
         self.head = nn.Linear(dim, n_out)
 
     def forward(self, batch, return_map: bool = False):
-        bags = batch["bags"]
+        bags = list(batch["bags"])   # a lazy `bags.SlideBags` view is read here, once
         seg = torch.repeat_interleave(torch.arange(len(bags)), torch.tensor([len(b) for b in bags]))
         h = self.embed(torch.cat(bags))
         logit = self.att_w(torch.tanh(self.att_v(h)) * torch.sigmoid(self.att_u(h))).squeeze(-1)
@@ -251,7 +251,7 @@ class FullTokenTransformer(nn.Module):
         self.dim = dim
 
     def forward(self, batch):
-        bags = batch["bags"]
+        bags = list(batch["bags"])   # a lazy `bags.SlideBags` view is read here, once
         n_max = max(len(b) for b in bags)
         patches = torch.zeros(len(bags), n_max, bags[0].shape[1], dtype=bags[0].dtype)
         valid = torch.zeros(len(bags), n_max, dtype=torch.bool)

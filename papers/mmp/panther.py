@@ -56,20 +56,23 @@ def tokens(pi, mu, var) -> torch.Tensor:
     return torch.cat([pi[..., None], mu, var], dim=-1)
 
 
-def fit_prototypes(bags: list[np.ndarray], n_prototypes: int, *, per_bag: int, seed: int,
+def fit_prototypes(bags, n_prototypes: int, *, per_bag: int, seed: int,
                    max_iter: int = 50, n_init: int = 3) -> np.ndarray:
     """K-means centres on the first `per_bag` patches of every training bag (the official
-    sampling takes each slide's first n patches, not a random draw)."""
+    sampling takes each slide's first n patches, not a random draw). `bags` may be any iterable of
+    [N, d] arrays (a generator over lazily read bags): only each bag's first rows are kept, copied, so
+    a read bag is freed before the next one is read."""
     from sklearn.cluster import KMeans
 
-    sample = np.concatenate([bag[:per_bag] for bag in bags]).astype(np.float64)
+    sample = np.concatenate([np.array(bag[:per_bag]) for bag in bags]).astype(np.float64)
     km = KMeans(n_clusters=n_prototypes, max_iter=max_iter, n_init=n_init, random_state=seed).fit(sample)
     return km.cluster_centers_.astype(np.float32)
 
 
-def aggregate_bags(bags: list[np.ndarray], prototypes: np.ndarray, *, tau: float, eps: float,
+def aggregate_bags(bags, prototypes: np.ndarray, *, tau: float, eps: float,
                    n_iter: int) -> np.ndarray:
-    """Histology tokens [P, C, 2d+1] of every bag (one bag at a time, no gradient)."""
+    """Histology tokens [P, C, 2d+1] of every bag (one bag at a time, no gradient; lazily read bags
+    are read as the loop reaches them)."""
     out = []
     with torch.no_grad():
         for bag in bags:

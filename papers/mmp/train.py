@@ -19,7 +19,9 @@ from .losses import nll_bins, nll_risk, to_bins
 
 
 def make_batch(data: dict, idx) -> dict:
-    """Select patients `idx` from {"hist": tensor, "genes": tensor, "bags": list} (keys optional)."""
+    """Select patients `idx` from {"hist": tensor, "genes": tensor, "bags": list} (keys optional).
+    Bags in a `bags.SlideBags` are selected as a view (index-array indexing): nothing is read until
+    a model that uses them iterates the batch's bags."""
     idx = np.asarray(idx)
     batch = {}
     for key, value in data.items():
