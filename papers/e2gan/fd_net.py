@@ -62,13 +62,12 @@ def train_edit_net(images: np.ndarray, labels: np.ndarray, n_classes: int, *, st
     """Cross-entropy with Adam on (N, H, W, 3) images in [0, 1], minibatches drawn with `seed`, trained
     through `shared.training` as a throw-away fit (seconds; the net is cached by `cached_edit_net`).
     Returns the net and its loss rows (step, loss) from the fit's CSV log."""
-    import pandas as pd
     from torch.utils.data import DataLoader
 
     from shared.training import fit, fit_folder, make_trainer
 
     from .edit_net_module import EditNetModule
-    from .train import log_interval
+    from .train import log_interval, read_losses
 
     torch.manual_seed(seed)
     net = EditNet(n_classes, width)
@@ -78,9 +77,7 @@ def train_edit_net(images: np.ndarray, labels: np.ndarray, n_classes: int, *, st
         trainer = make_trainer(root, seed=seed, max_steps=steps, max_epochs=1, progress=False,
                                log_every_n_steps=log_every, checkpoint=False, **options)
         fit(trainer, EditNetModule(net, lr, log_every), DataLoader(FlippedBatches(x, y, steps, batch_size, seed), batch_size=None))
-        log = root / "logs" / "metrics.csv"
-        losses = ([{"step": int(s) + 1, "loss": float(v)} for s, v in pd.read_csv(log)[["step", "loss"]].values]
-                  if log.is_file() else [])
+        losses = read_losses(root / "logs" / "metrics.csv", ("loss",))
     return net.eval(), losses
 
 

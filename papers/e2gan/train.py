@@ -133,16 +133,16 @@ def train_gan(G: nn.Module, D: nn.Module, train: Pairs, steps: int, *, seed: int
             "batch_digest": batch_digest(len(train), batch, done, seed), "losses": losses}
 
 
-def read_losses(path: Path) -> list[dict]:
-    """The (step, loss_g, loss_d) rows of a fit's CSV log (Lightning's `step` is 0-based: row k is the
-    (k+1)-th iteration's losses)."""
+def read_losses(path: Path, columns: tuple[str, ...] = ("loss_g", "loss_d")) -> list[dict]:
+    """The (step, *columns) rows of a fit's CSV log (Lightning's `step` is 0-based: the row at step s
+    holds the (s+1)-th iteration's values); [] when nothing was logged."""
     import pandas as pd
 
     if not path.is_file():
         return []
     df = pd.read_csv(path)
-    return [{"step": int(s) + 1, "loss_g": float(g), "loss_d": float(d)}
-            for s, g, d in zip(df.step, df.loss_g, df.loss_d)]
+    return [{"step": int(row[0]) + 1, **{c: float(v) for c, v in zip(columns, row[1:])}}
+            for row in df[["step", *columns]].itertuples(index=False)]
 
 
 def to_target(history: dict, target: float) -> dict:

@@ -23,14 +23,10 @@ class Curves(shared_curves.Curves):
         super().add(fit, state["curve"])
 
 
-def group_of(fit: str) -> str:
-    """The arm or variant of a fit named `<group>/<fold>` (every fold of it is one group)."""
-    return fit.rsplit("/", 1)[0]
-
-
 def curves_figure(curves: pd.DataFrame):
     """One panel per experiment: the epoch-mean training loss against the epoch, one line per group of
-    fits (an arm, a loss or a variant), its mean over the folds with the folds' range shaded."""
+    fits (an arm, a loss or a variant: the part of `<group>/fold<k>` before the slash), its mean over the
+    folds with the folds' range shaded."""
     epochs = (curves.groupby(["experiment", "fit", "epoch"], as_index=False).loss.mean()
               .assign(epoch=lambda d: d.epoch + 1))
-    return shared_curves.curves_figure(epochs, "epoch", "loss", ylabel="training loss (epoch mean)", group=group_of)
+    return shared_curves.curves_figure(epochs, "epoch", "loss", ylabel="training loss (epoch mean)")
