@@ -1,6 +1,8 @@
 """One experiment run and the per-paper command line.
 
-`python -m papers.<name> <experiment> --profile P --out results/P/<name> [--seed S] [--set k=v]`
+`python -m papers.<name> <experiment> [<experiment> ...] --profile P --out results/P/<name> [--seed S] [--set k=v]`
+(several experiments run one after the other in one process, each as if alone: one import of the
+stack, about 3 CPU-s with Lightning, for many short experiments)
 
 Each experiment is a function `fn(run: Run) -> dict` that returns its metrics. `Run` holds the
 validated config and writes every artifact under the paper's output folder with its provenance
@@ -116,7 +118,8 @@ def run_experiment(paper: str, experiment: Experiment, name: str, config_path: P
 def cli(paper: str, experiments: Mapping[str, Experiment], config_path: Path, argv: list[str] | None = None) -> None:
     """The `python -m papers.<paper>` entry point."""
     parser = argparse.ArgumentParser(prog=f"python -m papers.{paper}", description=f"{paper} experiments")
-    parser.add_argument("experiment", choices=sorted(experiments))
+    parser.add_argument("experiment", nargs="+", choices=sorted(experiments),
+                        help="one or more experiments, run in this order in one process (sharing its imports)")
     parser.add_argument("--profile", default="tiny", help=f"one of {list(PROFILES)} (default tiny)")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default results/<profile>/<paper>)")
     parser.add_argument("--seed", type=int, default=None)
@@ -128,8 +131,9 @@ def cli(paper: str, experiments: Mapping[str, Experiment], config_path: Path, ar
     args = parser.parse_args(argv)
     out = args.out or Path("results") / args.profile / paper
     try:
-        run_experiment(paper, experiments[args.experiment], args.experiment, config_path, args.profile, out,
-                       seed=args.seed, overrides=args.overrides, rule=args.rule, threads=args.threads)
+        for name in args.experiment:   # each as if alone: its config, seeds, options and outputs
+            run_experiment(paper, experiments[name], name, config_path, args.profile, out,
+                           seed=args.seed, overrides=args.overrides, rule=args.rule, threads=args.threads)
     except user_errors() as err:   # the user can act on it: one line, no traceback, exit status 2
         if args.debug:
             raise

@@ -305,6 +305,23 @@ def fit(trainer, module, train_dataloaders, val_dataloaders=None) -> Path | None
     return resume
 
 
+def log_step(module, **values) -> None:
+    """Log this training step's scalars to the trainer's loggers: the CSV row that `self.log(name,
+    on_step=True)` writes (same `step` and `epoch` columns, every `log_every_n_steps` steps), without
+    Lightning's result collection, which costs about 0.7 ms a call on a CPU (its per-call device move
+    walks every stored result). For fits of thousands of small steps (MMP); the loggers flush on their
+    own schedule, at each checkpoint (`RunKey`) and at the end. Call it from `training_step`."""
+    trainer = module.trainer
+    step = trainer.fit_loop.epoch_loop._batches_that_stepped   # the step Lightning's logger connector writes
+    every = trainer.log_every_n_steps
+    if not trainer.loggers or every == 0 or (step + 1) % every:
+        return
+    row = {name: float(v) for name, v in values.items()}
+    row["epoch"] = trainer.current_epoch
+    for lg in trainer.loggers:
+        lg.log_metrics(row, step=step)
+
+
 def load_weights(module: torch.nn.Module, path: str | Path) -> torch.nn.Module:
     """Load a Lightning checkpoint's (or a plain state dict's) weights, safely."""
     path = Path(path)

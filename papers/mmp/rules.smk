@@ -15,15 +15,31 @@ PAPER_TARGETS.extend(prov(f"{MMP}/tables/cindex.md", f"{MMP}/tables/token_spread
                           f"{MMP}/tables/recovery.md", f"{MMP}/tables/breast_cancer.md"))
 
 
-rule mmp_cindex_arm:
-    """One trained arm (ABMIL, pathway-only, the unimodal MMP arms, MMP-Trans with standardised π,
-    MMP-OT, full-token Transformer) on the site-disjoint folds, with its training curves."""
-    input: MMP_CFG
-    output:
-        prov(f"{MMP}/metrics/cindex_{{arm,abmil|pathway|mmp_histo|mmp_gene|mmp_trans_std_pi|mmp_ot|full_transformer}}.json",
-             f"{MMP}/logs/cindex_{{arm}}.csv")
-    threads: 1
-    shell: experiment_cmd("mmp", "cindex_{wildcards.arm}")
+MMP_TRAINED_ARMS = [a for a in MMP_ARMS if a not in ("mmp_trans", "prototype_cox")]
+
+if PROFILE == "full":
+    rule mmp_cindex_arm:
+        """One trained arm (ABMIL, pathway-only, the unimodal MMP arms, MMP-Trans with standardised π,
+        MMP-OT, full-token Transformer) on the folds, with its training curves: one job per arm at
+        full, where each is hours (and a SLURM job of its own)."""
+        input: MMP_CFG
+        output:
+            prov(f"{MMP}/metrics/cindex_{{arm,abmil|pathway|mmp_histo|mmp_gene|mmp_trans_std_pi|mmp_ot|full_transformer}}.json",
+                 f"{MMP}/logs/cindex_{{arm}}.csv")
+        threads: 1
+        shell: experiment_cmd("mmp", "cindex_{wildcards.arm}")
+else:
+    rule mmp_cindex_arms:
+        """The same arms at smoke and tiny, one after the other in one process: each is seconds of
+        training, and a process pays about 3 CPU-s to import Lightning (torchmetrics pulls in
+        transformers and scipy.signal), 6 of them saved. Each arm still writes its own metrics, log
+        and provenance, as `python -m papers.mmp cindex_<arm>` alone does."""
+        input: MMP_CFG
+        output:
+            prov(*[f"{MMP}/metrics/cindex_{a}.json" for a in MMP_TRAINED_ARMS],
+                 *[f"{MMP}/logs/cindex_{a}.csv" for a in MMP_TRAINED_ARMS])
+        threads: 1
+        shell: experiment_cmd("mmp", " ".join(f"cindex_{a}" for a in MMP_TRAINED_ARMS))
 
 
 rule mmp_cindex_prototype_cox:

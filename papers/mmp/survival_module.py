@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from shared.sampling import EpochSeededSampler
+from shared.training import log_step
 
 from .losses import cox_loss, nll_loss
 
@@ -60,7 +61,7 @@ class SurvivalModule(L.LightningModule):
             value = cox_loss(out[:, 0], batch["time"], batch["event"])
         else:
             value = nll_loss(out, batch["bin"], batch["event"], alpha=self.alpha)
-        self.log("loss", value.detach(), on_step=True, on_epoch=False, batch_size=len(batch["time"]))
+        log_step(self, loss=value.detach())
         return value
 
     def configure_optimizers(self):
