@@ -17,7 +17,16 @@ PROFILE = config.get("profile", "tiny")
 if PROFILE not in PROFILES:
     raise ValueError(f"unknown profile {PROFILE!r}; valid profiles: {PROFILES}")
 PAPERS_DIR = Path(config.get("papers_dir", "papers"))
-RESULTS = f"{config.get('results', 'results')}/{PROFILE}"
+# The full profile's rehearsal (`--config profile=full rehearsal=1`): every full-profile rule and
+# notebook runs on the CPU, on stand-in assets in the real formats that rule rehearsal_assets writes
+# under results/rehearsal/assets/<paper>/, with the paper's overlay (papers/<paper>/rehearsal.yaml,
+# its {assets} filled in): the paths point at the stand-ins, the sizes are shrunk. Outputs go to
+# results/rehearsal/<paper>/, apart from a real full run's.
+REHEARSAL = str(config.get("rehearsal", "0")).lower() in ("1", "true", "yes")
+if REHEARSAL and PROFILE != "full":
+    raise ValueError("rehearsal=1 rehearses the full profile: run it with --config profile=full rehearsal=1")
+RESULTS = f"{config.get('results', 'results')}/{'rehearsal' if REHEARSAL else PROFILE}"
+ASSETS = f"{RESULTS}/assets"
 PY = sys.executable
 # Every papermill run has a per-cell timeout: a hung cell fails, its source in the error, instead of
 # waiting forever (the slowest cell at tiny takes ~14 s). Config key nb_timeout (seconds) overrides.
@@ -35,13 +44,31 @@ def prov(*paths):
     return [q for p in paths for q in (p, f"{p}.provenance.json")]
 
 
+def rehearsal_overlay(paper):
+    """The overlay that rule rehearsal_assets writes for `paper` (its template with the paths filled in)."""
+    return f"{ASSETS}/{paper}/overlay.yaml"
+
+
+def rehearsal_template(paper):
+    """The paper's overlay template in a rehearsal (its sizes; the paths still read $ASSETS), for the
+    rules that read the config when the workflow is parsed; None otherwise."""
+    return PAPERS_DIR / paper / "rehearsal.yaml" if REHEARSAL else None
+
+
+def paper_config(paper):
+    """A rule's config input: the paper's config.yaml, and in a rehearsal its overlay (so the rule
+    waits for the stand-in assets)."""
+    return [str(PAPERS_DIR / paper / "config.yaml")] + ([rehearsal_overlay(paper)] if REHEARSAL else [])
+
+
 def experiment_cmd(paper, experiment, launcher="", overrides=()):
     """The shell command of one experiment at this profile (threads set to 1 per job). `launcher` (srun
     and its task geometry, see slurm_training) goes before python, after the environment; `overrides`
-    are the experiment's `--set key.path=value` config overrides."""
+    are the experiment's `--set key.path=value` config overrides. A rehearsal adds the paper's overlay."""
     sets = "".join(f" --set {shlex.quote(o)}" for o in overrides)
+    overlay = f" --overlay {rehearsal_overlay(paper)}" if REHEARSAL else ""
     return (f"OMP_NUM_THREADS=1 {launcher}{PY} -m papers.{paper} {experiment} --profile {PROFILE} "
-            f"--out {RESULTS}/{paper} --rule {{rule}}{sets}")
+            f"--out {RESULTS}/{paper} --rule {{rule}}{overlay}{sets}")
 
 
 # A run submits to SLURM when it names a partition: profiles/slurm sets slurm_partition in its
@@ -90,6 +117,15 @@ rule all:
         f"{RESULTS}/claims.md",
         f"{RESULTS}/claims.png",
         f"{RESULTS}/overview.ipynb",
+
+
+REHEARSAL_ASSETS_CMD = " && ".join(f"OMP_NUM_THREADS=1 {PY} -m papers.{p}.rehearsal_assets --out {ASSETS}/{p}"
+                                   for p in PAPERS)
+if REHEARSAL:
+    rule rehearsal_assets:
+        """Every paper's stand-in assets in the real formats, and its overlay (see REHEARSAL above)."""
+        output: [rehearsal_overlay(p) for p in PAPERS]
+        shell: REHEARSAL_ASSETS_CMD
 
 
 rule paper_metrics:

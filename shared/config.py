@@ -110,10 +110,13 @@ def _nest(path: list[str], value: Any) -> dict:
     return out
 
 
-def load_config(path: str | Path, profile: str = DEFAULT_PROFILE, overrides: list[str] | None = None) -> Config:
+def load_config(path: str | Path, profile: str = DEFAULT_PROFILE, overrides: list[str] | None = None,
+                overlay: str | Path | None = None) -> Config:
     """Return the validated config of `profile` from the YAML file at `path`.
 
-    `overrides` are `key.path=value` strings applied after the profile, validated the same way.
+    `overlay`: a YAML file of config keys merged after the profile (the full profile's rehearsal: its
+    paths point at stand-in assets, its sizes shrunk); `overrides` are `key.path=value` strings applied
+    last. Both are validated like the profile (known keys, default types).
     """
     path = Path(path)
     if not path.is_file():
@@ -128,6 +131,11 @@ def load_config(path: str | Path, profile: str = DEFAULT_PROFILE, overrides: lis
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile {profile!r}; valid profiles: {list(PROFILES)}")
     cfg = merge(raw["defaults"], profiles.get(profile) or {}, f"{path.name}[{profile}]")
+    if overlay is not None:
+        overlay = Path(overlay)
+        if not overlay.is_file():
+            raise ConfigError(f"no overlay file at {overlay}")
+        cfg = merge(cfg, yaml.safe_load(overlay.read_text()) or {}, f"{overlay.name}")
     for text in overrides or []:
         key_path, value = parse_override(text)
         cfg = merge(cfg, _nest(key_path, value), f"{path.name}[{profile}] override")

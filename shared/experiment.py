@@ -98,9 +98,9 @@ def global_rank() -> int:
 
 def run_experiment(paper: str, experiment: Experiment, name: str, config_path: Path, profile: str,
                    out: Path, seed: int | None = None, overrides: list[str] | None = None,
-                   rule: str | None = None, threads: int = 1) -> dict:
+                   rule: str | None = None, threads: int = 1, overlay: Path | None = None) -> dict:
     """Load the config, seed, run one experiment and write its metrics. Returns the metrics."""
-    cfg = load_config(config_path, profile, overrides)
+    cfg = load_config(config_path, profile, overrides, overlay=overlay)
     if seed is not None:
         cfg["seed"] = seed
     set_threads(threads)
@@ -125,6 +125,8 @@ def cli(paper: str, experiments: Mapping[str, Experiment], config_path: Path, ar
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key, e.g. --set train.epochs=3")
+    parser.add_argument("--overlay", type=Path, default=None, metavar="YAML",
+                        help="config keys merged after the profile (the full profile's rehearsal assets)")
     parser.add_argument("--rule", default=None, help="the Snakemake rule that runs this (for provenance)")
     parser.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")))
     parser.add_argument("--debug", action="store_true", help="show the traceback of a config, input or checkpoint error")
@@ -133,7 +135,8 @@ def cli(paper: str, experiments: Mapping[str, Experiment], config_path: Path, ar
     try:
         for name in args.experiment:   # each as if alone: its config, seeds, options and outputs
             run_experiment(paper, experiments[name], name, config_path, args.profile, out,
-                           seed=args.seed, overrides=args.overrides, rule=args.rule, threads=args.threads)
+                           seed=args.seed, overrides=args.overrides, rule=args.rule, threads=args.threads,
+                           overlay=args.overlay)
     except user_errors() as err:   # the user can act on it: one line, no traceback, exit status 2
         if args.debug:
             raise

@@ -76,9 +76,17 @@ def resolve_device(name: str) -> torch.device:
 
 
 def concept_pool(cfg) -> list[str]:
-    """The known concepts the base is chosen from: `concepts.pool`, or, for the scikit-image teacher,
-    its ~30 operations. Any other teacher needs its own pool (instruction prompts): prompting
-    InstructPix2Pix with scikit-image operation names would be silently wrong."""
+    """The known concepts the base is chosen from: `concepts.pool_file` (one instruction prompt a line),
+    else `concepts.pool`, else, for the scikit-image teacher, its ~30 operations. Any other teacher needs
+    its own pool (instruction prompts): prompting InstructPix2Pix with scikit-image operation names
+    would be silently wrong."""
+    if cfg.concepts.pool_file:
+        path = require_path(cfg.concepts.pool_file, what="the concept pool (one instruction prompt a line)",
+                            fetch="a list of the teacher's instruction prompts", config_key="concepts.pool_file")
+        pool = [line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+        if not pool:
+            raise ConfigError(f"concepts.pool_file {path} holds no prompts")
+        return pool
     if cfg.concepts.pool:
         return list(cfg.concepts.pool)
     if cfg.teacher.kind != "skimage":
@@ -217,7 +225,7 @@ def edit_net_data(setup: "Setup") -> tuple[np.ndarray, np.ndarray]:
 
 def edit_net_key(setup: "Setup") -> dict:
     cfg = setup.cfg
-    return cache_key({k: cfg[k] for k in ("data", "teacher", "fd_net")} | {"pool": list(cfg.concepts.pool)},
+    return cache_key({k: cfg[k] for k in ("data", "teacher", "fd_net")} | {"pool": concept_pool(cfg)},
                      setup.seed)
 
 

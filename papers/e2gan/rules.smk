@@ -1,7 +1,6 @@
 # E2GAN: the fd proxy's feature net, base models, scratch baselines, rank search, lr grid, per-concept table, base ablation, data-size curve, latency.
 # Every experiment that trains writes its fits' loss curves to logs/<experiment>.csv (the notebook plots them).
 X = f"{RESULTS}/e2gan"
-E2GAN_CFG = "papers/e2gan/config.yaml"
 E2GAN_SCRATCH = [f"{X}/metrics/scratch_s{i}.json" for i in range(3)]  # one job per seed (experiments.N_SCRATCH_JOBS)
 E2GAN_FT = [f"{X}/metrics/finetune_s{i}.json" for i in range(3)]  # one job per seed (experiments.N_FT_JOBS)
 E2GAN_FD = f"{X}/metrics/fd_net.json"  # the fd proxy's feature net: every job that reports `fd` waits for it
@@ -31,7 +30,7 @@ def e2gan_bench(name):
 
 
 rule e2gan_fd_net:
-    input: E2GAN_CFG
+    input: paper_config("e2gan")
     output: prov(E2GAN_FD, f"{X}/logs/fd_net.csv")
     benchmark: e2gan_bench("fd_net")
     priority: 229
@@ -40,7 +39,7 @@ rule e2gan_fd_net:
 
 
 rule e2gan_base_model:
-    input: E2GAN_CFG
+    input: paper_config("e2gan")
     output: prov(f"{X}/metrics/base_clustered.json", f"{X}/logs/base_clustered.csv")
     priority: 384
     benchmark: e2gan_bench("base_clustered")
@@ -49,7 +48,7 @@ rule e2gan_base_model:
 
 
 rule e2gan_base_variants:
-    input: E2GAN_CFG
+    input: paper_config("e2gan")
     output: prov(f"{X}/metrics/base_variants.json", f"{X}/logs/base_variants.csv")
     benchmark: e2gan_bench("base_variants")
     priority: 269
@@ -58,7 +57,7 @@ rule e2gan_base_variants:
 
 
 rule e2gan_lr_grid_scratch:
-    input: E2GAN_CFG
+    input: paper_config("e2gan")
     output: prov(f"{X}/metrics/lr_grid_scratch.json", f"{X}/logs/lr_grid_scratch.csv", f"{X}/tables/e2gan_lr_grid_scratch.csv", f"{X}/tables/e2gan_lr_grid_scratch.md")
     priority: 346
     benchmark: e2gan_bench("lr_grid_scratch")
@@ -67,7 +66,7 @@ rule e2gan_lr_grid_scratch:
 
 
 rule e2gan_scratch_s0:
-    input: E2GAN_CFG, f"{X}/metrics/lr_grid_scratch.json", E2GAN_FD
+    input: paper_config("e2gan"), f"{X}/metrics/lr_grid_scratch.json", E2GAN_FD
     output: prov(f"{X}/metrics/scratch_s0.json", f"{X}/logs/scratch_s0.csv")
     priority: 186
     benchmark: e2gan_bench("scratch_s0")
@@ -76,7 +75,7 @@ rule e2gan_scratch_s0:
 
 
 rule e2gan_scratch_s1:
-    input: E2GAN_CFG, f"{X}/metrics/lr_grid_scratch.json", E2GAN_FD
+    input: paper_config("e2gan"), f"{X}/metrics/lr_grid_scratch.json", E2GAN_FD
     output: prov(f"{X}/metrics/scratch_s1.json", f"{X}/logs/scratch_s1.csv")
     priority: 214
     benchmark: e2gan_bench("scratch_s1")
@@ -85,7 +84,7 @@ rule e2gan_scratch_s1:
 
 
 rule e2gan_scratch_s2:
-    input: E2GAN_CFG, f"{X}/metrics/lr_grid_scratch.json", E2GAN_FD
+    input: paper_config("e2gan"), f"{X}/metrics/lr_grid_scratch.json", E2GAN_FD
     output: prov(f"{X}/metrics/scratch_s2.json", f"{X}/logs/scratch_s2.csv")
     priority: 157
     benchmark: e2gan_bench("scratch_s2")
@@ -96,7 +95,7 @@ rule e2gan_scratch_s2:
 rule e2gan_finetune:
     """The fine-tuning arms at one seed index: they need the base, the searched ranks and the tuned lrs,
     not the scratch targets, so they run beside the scratch jobs."""
-    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json", f"{X}/metrics/lr_grid.json", E2GAN_FD
+    input: paper_config("e2gan"), f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json", f"{X}/metrics/lr_grid.json", E2GAN_FD
     output: prov(f"{X}/metrics/finetune_s{{i}}.json", f"{X}/logs/finetune_s{{i}}.csv")
     wildcard_constraints: i="[0-2]"
     priority: 95
@@ -106,7 +105,7 @@ rule e2gan_finetune:
 
 
 rule e2gan_rank_search:
-    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json"
+    input: paper_config("e2gan"), f"{X}/metrics/base_clustered.json"
     output: prov(f"{X}/metrics/rank_search.json", f"{X}/logs/rank_search.csv")
     priority: 339
     benchmark: e2gan_bench("rank_search")
@@ -115,7 +114,7 @@ rule e2gan_rank_search:
 
 
 rule e2gan_lr_grid:
-    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json"
+    input: paper_config("e2gan"), f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json"
     output: prov(f"{X}/metrics/lr_grid.json", f"{X}/logs/lr_grid.csv", f"{X}/tables/e2gan_lr_grid.csv", f"{X}/tables/e2gan_lr_grid.md")
     priority: 236
     benchmark: e2gan_bench("lr_grid")
@@ -124,7 +123,7 @@ rule e2gan_lr_grid:
 
 
 rule e2gan_concept_table:
-    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json", *E2GAN_SCRATCH, *E2GAN_FT, f"{X}/metrics/lr_grid.json", E2GAN_FD
+    input: paper_config("e2gan"), f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json", *E2GAN_SCRATCH, *E2GAN_FT, f"{X}/metrics/lr_grid.json", E2GAN_FD
     output:
         prov(f"{X}/metrics/concept_table.json", f"{X}/tables/e2gan_concept_table.csv", f"{X}/tables/e2gan_concept_table.md",
              f"{X}/tables/e2gan_concept_runs.csv", f"{X}/tables/e2gan_concept_runs.md",
@@ -139,7 +138,7 @@ rule e2gan_concept_table:
 
 
 rule e2gan_base_ablation_table:
-    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/base_variants.json", f"{X}/metrics/rank_search.json", f"{X}/metrics/lr_grid.json", E2GAN_FD
+    input: paper_config("e2gan"), f"{X}/metrics/base_clustered.json", f"{X}/metrics/base_variants.json", f"{X}/metrics/rank_search.json", f"{X}/metrics/lr_grid.json", E2GAN_FD
     output:
         prov(f"{X}/metrics/base_ablation.json", f"{X}/logs/base_ablation.csv", f"{X}/tables/e2gan_base_ablation.csv", f"{X}/tables/e2gan_base_ablation.md",
              f"{X}/tables/e2gan_base_ablation_runs.csv", f"{X}/tables/e2gan_base_ablation_runs.md")
@@ -150,7 +149,7 @@ rule e2gan_base_ablation_table:
 
 
 rule e2gan_data_size_figure:
-    input: E2GAN_CFG, f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json", f"{X}/metrics/lr_grid.json", E2GAN_FD
+    input: paper_config("e2gan"), f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json", f"{X}/metrics/lr_grid.json", E2GAN_FD
     output:
         prov(f"{X}/metrics/data_size_curve.json", f"{X}/logs/data_size_curve.csv", f"{X}/figures/e2gan_data_size.png", f"{X}/figures/e2gan_data_size.pdf",
              f"{X}/tables/e2gan_data_size.csv", f"{X}/tables/e2gan_data_size.md")
@@ -161,7 +160,7 @@ rule e2gan_data_size_figure:
 
 
 rule e2gan_latency_table:
-    input: E2GAN_CFG
+    input: paper_config("e2gan")
     output: prov(f"{X}/metrics/latency_table.json", f"{X}/tables/e2gan_latency.csv", f"{X}/tables/e2gan_latency.md")
     priority: 8
     benchmark: e2gan_bench("latency_table")

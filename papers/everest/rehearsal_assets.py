@@ -150,3 +150,18 @@ def write_assets(folder: str | Path, cfg, *, train_groups: int = 2, test_groups:
 def _write_crlf(path: Path, lines: list[str]) -> None:
     """Lines ended by CRLF, as in the official UCF101 split files."""
     path.write_bytes("".join(line + "\r\n" for line in lines).encode())
+
+
+def main(argv=None) -> None:
+    """`python -m papers.everest.rehearsal_assets --out DIR`: the assets at the rehearsal's widths, and
+    DIR/overlay.yaml (rehearsal.yaml with $ASSETS = DIR)."""
+    from shared.rehearsal import parser, rehearsal_config, write_overlay
+
+    args = parser("everest").parse_args(argv)
+    config = Path(__file__).with_name("config.yaml")
+    write_assets(args.out, rehearsal_config(config, args.out))
+    write_overlay(config, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -10,7 +10,7 @@ EV_CFG = "papers/everest/config.yaml"
 # it for both: the same `trainer.K=V` strings become the training commands' `--set` (the trainer
 # section is not in the weights' cache key, so the other experiments still find the weights).
 EV_TRAINER_SET = [f"trainer.{k}={v}" for k, v in config.get("everest_trainer", {}).items()]
-EV_TRAINING_RESOURCES, EV_LAUNCHER = slurm_training(_ev_load_config(EV_CFG, PROFILE, EV_TRAINER_SET).trainer)
+EV_TRAINING_RESOURCES, EV_LAUNCHER = slurm_training(_ev_load_config(EV_CFG, PROFILE, EV_TRAINER_SET, overlay=rehearsal_template("everest")).trainer)
 EV_PRETRAIN = ["videomae", "everest", "ascending", "everest_uniform_frames", "everest_selected_frames"]
 # fine-tune arm -> the pre-training arm whose weights it starts from (None: scratch)
 EV_FINETUNE = {"videomae": "videomae", "videomae_pruned": "videomae", "everest_full": "everest",
@@ -33,12 +33,12 @@ PAPER_TARGETS.extend(prov(
 
 def _ev_pretrain_input(wc):
     src = EV_FINETUNE[wc.arm]
-    return [EV_CFG] + ([f"{EV}/metrics/pretrain_{src}.json"] if src else [])
+    return paper_config("everest") + ([f"{EV}/metrics/pretrain_{src}.json"] if src else [])
 
 
 rule everest_pretrain_checkpoints:
     """Pre-training of one arm, once per seed (weights under checkpoints/)."""
-    input: EV_CFG
+    input: paper_config("everest")
     output: prov(f"{EV}/metrics/pretrain_{{arm}}.json")
     wildcard_constraints: arm="|".join(EV_PRETRAIN)
     threads: 1
@@ -58,7 +58,7 @@ rule everest_finetune_top1:
 
 rule everest_label_leak_probe:
     """Linear probes on the keep mask alone: the class (chance) and the motion direction (control)."""
-    input: EV_CFG
+    input: paper_config("everest")
     output: prov(f"{EV}/metrics/label_leak.json", f"{EV}/tables/label_leak.csv", f"{EV}/tables/label_leak.md")
     threads: 1
     shell: experiment_cmd("everest", "label_leak")
@@ -66,7 +66,7 @@ rule everest_label_leak_probe:
 
 rule everest_accuracy_table:
     input:
-        EV_CFG,
+        paper_config("everest"),
         [f"{EV}/metrics/finetune_{a}.json" for a in EV_FINETUNE],
         [f"{EV}/metrics/pretrain_{a}.json" for a in ("everest_uniform_frames", "everest_selected_frames")],
     output:
@@ -78,14 +78,14 @@ rule everest_accuracy_table:
 
 
 rule everest_efficiency_table:
-    input: EV_CFG
+    input: paper_config("everest")
     output: prov(f"{EV}/metrics/efficiency.json", f"{EV}/tables/efficiency.csv", f"{EV}/tables/efficiency.md")
     threads: 1
     shell: experiment_cmd("everest", "efficiency")
 
 
 rule everest_efficiency_vit_b_table:
-    input: EV_CFG
+    input: paper_config("everest")
     output:
         prov(f"{EV}/metrics/efficiency_vit_b.json", f"{EV}/tables/efficiency_vit_b.csv",
              f"{EV}/tables/efficiency_vit_b.md"),
@@ -94,7 +94,7 @@ rule everest_efficiency_vit_b_table:
 
 
 rule everest_token_overlay:
-    input: EV_CFG, f"{EV}/metrics/pretrain_everest.json"
+    input: paper_config("everest"), f"{EV}/metrics/pretrain_everest.json"
     output:
         prov(f"{EV}/metrics/token_overlay.json", f"{EV}/figures/token_overlay.png", f"{EV}/figures/token_overlay.pdf",
              f"{EV}/tables/token_selection.csv", f"{EV}/tables/token_selection.md"),

@@ -15,45 +15,45 @@ PAPER_TARGETS.extend(prov(
 # five explicit rules (named as profiles/slurm names them; a rule inside a loop would see the loop
 # variable's last value in `shell:`)
 rule freebind_bonds_seed0:
-    input: "papers/freebind/config.yaml"
+    input: paper_config("freebind")
     output: prov(f"{FB}/metrics/bonds_s0.json")
     threads: 1
     shell: experiment_cmd("freebind", "bonds_s0")
 
 rule freebind_bonds_seed1:
-    input: "papers/freebind/config.yaml"
+    input: paper_config("freebind")
     output: prov(f"{FB}/metrics/bonds_s1.json")
     threads: 1
     shell: experiment_cmd("freebind", "bonds_s1")
 
 rule freebind_bonds_seed2:
-    input: "papers/freebind/config.yaml"
+    input: paper_config("freebind")
     output: prov(f"{FB}/metrics/bonds_s2.json")
     threads: 1
     shell: experiment_cmd("freebind", "bonds_s2")
 
 rule freebind_bonds_seed3:
-    input: "papers/freebind/config.yaml"
+    input: paper_config("freebind")
     output: prov(f"{FB}/metrics/bonds_s3.json")
     threads: 1
     shell: experiment_cmd("freebind", "bonds_s3")
 
 rule freebind_bonds_seed4:
-    input: "papers/freebind/config.yaml"
+    input: paper_config("freebind")
     output: prov(f"{FB}/metrics/bonds_s4.json")
     threads: 1
     shell: experiment_cmd("freebind", "bonds_s4")
 
 rule freebind_fragile_point:
     """One visibility of the fragile sweep over `fragile.seeds`."""
-    input: "papers/freebind/config.yaml"
+    input: paper_config("freebind")
     output: prov(f"{FB}/metrics/fragile_p{{i}}.json")
     wildcard_constraints: i=r"\d+"
     threads: 1
     shell: experiment_cmd("freebind", "fragile_p{wildcards.i}")
 
 rule freebind_main_table:
-    input: "papers/freebind/config.yaml", FB_SEEDS
+    input: paper_config("freebind"), FB_SEEDS
     output:
         prov(f"{FB}/metrics/main_table.json", f"{FB}/tables/main_table.csv", f"{FB}/tables/main_table.md",
              f"{FB}/tables/main_table_gaps.csv", f"{FB}/tables/main_table_gaps.md"),
@@ -61,7 +61,7 @@ rule freebind_main_table:
     shell: experiment_cmd("freebind", "main_table")
 
 rule freebind_lambda_figure:
-    input: "papers/freebind/config.yaml", FB_SEEDS
+    input: paper_config("freebind"), FB_SEEDS
     output:
         prov(f"{FB}/metrics/lambda_tradeoff.json", f"{FB}/figures/lambda_tradeoff.png",
              f"{FB}/figures/lambda_tradeoff.pdf", f"{FB}/tables/lambda_t_sweep.csv",
@@ -70,7 +70,7 @@ rule freebind_lambda_figure:
     shell: experiment_cmd("freebind", "lambda_tradeoff")
 
 rule freebind_fragile_figure:
-    input: "papers/freebind/config.yaml", FB_SEEDS, FB_FRAGILE
+    input: paper_config("freebind"), FB_SEEDS, FB_FRAGILE
     output:
         prov(f"{FB}/metrics/fragile.json", f"{FB}/figures/fragile_claim.png", f"{FB}/figures/fragile_claim.pdf",
              f"{FB}/tables/fragile_claim.csv", f"{FB}/tables/fragile_claim.md"),
@@ -78,7 +78,7 @@ rule freebind_fragile_figure:
     shell: experiment_cmd("freebind", "fragile")
 
 rule freebind_cost_table:
-    input: "papers/freebind/config.yaml", FB_SEEDS
+    input: paper_config("freebind"), FB_SEEDS
     output: prov(f"{FB}/metrics/cost.json", f"{FB}/tables/cost.csv", f"{FB}/tables/cost.md")
     threads: 1
     shell: experiment_cmd("freebind", "cost")

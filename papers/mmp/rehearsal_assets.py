@@ -160,3 +160,23 @@ def _split_row(case: str, slide: str, site: str, study: str) -> dict:
     return {"case_id": case, "slide_id": slide, "submitter_id": case, "tumor_type": "Primary",
             "project_id": f"TCGA-{study}", "tissue_source_site": site, "is_code_valid": True, "mpp": 0.25,
             "op": -1, "level0_mag": 40.0}
+
+
+def main(argv=None) -> None:
+    """`python -m papers.mmp.rehearsal_assets --out DIR`: the official layout at the rehearsal's feature
+    width, and DIR/overlay.yaml (rehearsal.yaml with $ASSETS = DIR), whose `full` paths must be the
+    ones written."""
+    from shared.rehearsal import parser, rehearsal_config, write_overlay
+
+    args = parser("mmp").parse_args(argv)
+    config = Path(__file__).with_name("config.yaml")
+    cfg = rehearsal_config(config, args.out)
+    written = write_official_layout(args.out, n_patients=100, dim=cfg.data.dim, n_folds=cfg.eval.n_folds)
+    expected = {k: cfg.full[k] for k in written}
+    if {k: (list(map(str, v)) if isinstance(v, list) else str(v)) for k, v in expected.items()} != written:
+        raise ValueError(f"papers/mmp/rehearsal.yaml's full paths {expected} differ from the layout written {written}")
+    write_overlay(config, args.out)
+
+
+if __name__ == "__main__":
+    main()

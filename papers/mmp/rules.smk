@@ -3,7 +3,6 @@
 # loss ablation; prototype recovery; the breast-cancer real-data check. Every experiment that trains
 # writes the loss curves of its fits to logs/<experiment>.csv (the notebook plots them).
 MMP = f"{RESULTS}/mmp"
-MMP_CFG = str(PAPERS_DIR / "mmp" / "config.yaml")
 MMP_ARMS = ["abmil", "pathway", "mmp_histo", "mmp_gene", "mmp_trans", "mmp_trans_std_pi", "mmp_ot",
             "full_transformer", "prototype_cox"]
 MMP_EXPERIMENTS = [f"cindex_{a}" for a in MMP_ARMS] + ["oracle_ceilings", "cindex", "trans_diagnostics", "cost", "compression", "loss_ablation", "recovery", "breast_cancer"]
@@ -22,7 +21,7 @@ if PROFILE == "full":
         """One trained arm (ABMIL, pathway-only, the unimodal MMP arms, MMP-Trans with standardised π,
         MMP-OT, full-token Transformer) on the folds, with its training curves: one job per arm at
         full, where each is hours (and a SLURM job of its own)."""
-        input: MMP_CFG
+        input: paper_config("mmp")
         output:
             prov(f"{MMP}/metrics/cindex_{{arm,abmil|pathway|mmp_histo|mmp_gene|mmp_trans_std_pi|mmp_ot|full_transformer}}.json",
                  f"{MMP}/logs/cindex_{{arm}}.csv")
@@ -34,7 +33,7 @@ else:
         training, and a process pays about 3 CPU-s to import Lightning (torchmetrics pulls in
         transformers and scipy.signal), 6 of them saved. Each arm still writes its own metrics, log
         and provenance, as `python -m papers.mmp cindex_<arm>` alone does."""
-        input: MMP_CFG
+        input: paper_config("mmp")
         output:
             prov(*[f"{MMP}/metrics/cindex_{a}.json" for a in MMP_TRAINED_ARMS],
                  *[f"{MMP}/logs/cindex_{a}.csv" for a in MMP_TRAINED_ARMS])
@@ -44,7 +43,7 @@ else:
 
 rule mmp_cindex_prototype_cox:
     """The π-only linear Cox-PH (lifelines; no training curve) on the site-disjoint folds."""
-    input: MMP_CFG
+    input: paper_config("mmp")
     output:
         prov(f"{MMP}/metrics/cindex_prototype_cox.json")
     threads: 1
@@ -54,7 +53,7 @@ rule mmp_cindex_prototype_cox:
 rule mmp_interpretability_figure:
     """MMP-Trans on the folds (the main training: checkpointed, resumed after a kill), with its KM
     risk groups, attention map and pi-vs-risk figure, and its training curves."""
-    input: MMP_CFG
+    input: paper_config("mmp")
     output:
         prov(f"{MMP}/metrics/cindex_mmp_trans.json", f"{MMP}/figures/interpretability.png",
              f"{MMP}/figures/interpretability.pdf", f"{MMP}/logs/cindex_mmp_trans.csv"),
@@ -64,7 +63,7 @@ rule mmp_interpretability_figure:
 
 rule mmp_oracle_ceilings:
     """Linear Cox on the generator's true proportions, grades, pathway activities, and all of them."""
-    input: MMP_CFG
+    input: paper_config("mmp")
     output:
         prov(f"{MMP}/metrics/oracle_ceilings.json")
     threads: 1
@@ -72,7 +71,7 @@ rule mmp_oracle_ceilings:
 
 
 rule mmp_cindex_table:
-    input: MMP_CFG, MMP_ARM_METRICS, f"{MMP}/metrics/oracle_ceilings.json"
+    input: paper_config("mmp"), MMP_ARM_METRICS, f"{MMP}/metrics/oracle_ceilings.json"
     output:
         prov(f"{MMP}/metrics/cindex.json", f"{MMP}/tables/cindex.csv", f"{MMP}/tables/cindex.md",
              f"{MMP}/tables/token_spread.csv", f"{MMP}/tables/token_spread.md")
@@ -83,7 +82,7 @@ rule mmp_cindex_table:
 rule mmp_trans_diagnostics_table:
     """MMP-Trans retrained with one thing changed at a time (genes zeroed, fewer pathway tokens,
     value residual, standardised π, more epochs; the histo arm at equal budget): why it stays near chance."""
-    input: MMP_CFG
+    input: paper_config("mmp")
     output:
         prov(f"{MMP}/metrics/trans_diagnostics.json", f"{MMP}/tables/trans_diagnostics.csv",
              f"{MMP}/tables/trans_diagnostics.md", f"{MMP}/logs/trans_diagnostics.csv")
@@ -92,7 +91,7 @@ rule mmp_trans_diagnostics_table:
 
 
 rule mmp_cost_figure:
-    input: MMP_CFG
+    input: paper_config("mmp")
     output:
         prov(f"{MMP}/metrics/cost.json", f"{MMP}/figures/cost.png", f"{MMP}/figures/cost.pdf",
                  f"{MMP}/tables/cost.csv", f"{MMP}/tables/cost.md", f"{MMP}/tables/ot_speed.csv",
@@ -102,7 +101,7 @@ rule mmp_cost_figure:
 
 
 rule mmp_compression_table:
-    input: MMP_CFG
+    input: paper_config("mmp")
     output:
         prov(f"{MMP}/metrics/compression.json", f"{MMP}/tables/compression.csv", f"{MMP}/tables/compression.md")
     threads: 1
@@ -110,7 +109,7 @@ rule mmp_compression_table:
 
 
 rule mmp_loss_ablation_table:
-    input: MMP_CFG
+    input: paper_config("mmp")
     output:
         prov(f"{MMP}/metrics/loss_ablation.json", f"{MMP}/tables/loss_ablation.csv",
                  f"{MMP}/tables/loss_ablation.md", f"{MMP}/logs/loss_ablation.csv")
@@ -119,7 +118,7 @@ rule mmp_loss_ablation_table:
 
 
 rule mmp_recovery_figure:
-    input: MMP_CFG
+    input: paper_config("mmp")
     output:
         prov(f"{MMP}/metrics/recovery.json", f"{MMP}/figures/recovery.png", f"{MMP}/figures/recovery.pdf",
                  f"{MMP}/tables/recovery.csv", f"{MMP}/tables/recovery.md")
@@ -128,7 +127,7 @@ rule mmp_recovery_figure:
 
 
 rule mmp_breast_cancer_table:
-    input: MMP_CFG
+    input: paper_config("mmp")
     output:
         prov(f"{MMP}/metrics/breast_cancer.json", f"{MMP}/tables/breast_cancer.csv",
                  f"{MMP}/tables/breast_cancer.md", f"{MMP}/logs/breast_cancer.csv")

@@ -620,7 +620,7 @@ def ablation(run) -> dict:
     ldm, clf = load_prior(cfg, run.out), load_classifier(cfg, run.out)
     op, test, y = held_out_problem(cfg, task, run.seed)
     n = min(int(cfg.ablation.n), cfg.data.n_test)   # the first n images, first noise draw (cost)
-    test = {k: v[:n] for k, v in test.items()}
+    test = {k: (v if v is None else v[:n]) for k, v in test.items()}   # full: no captions or labels
     y = y[:n]
     val = load_images(cfg, "val", cfg.data.n_val)
     gt = test["images"]

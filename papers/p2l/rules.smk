@@ -3,7 +3,7 @@
 from shared.config import load_config as _p2l_load_config
 
 P2L = f"{RESULTS}/p2l"
-P2L_CFG = _p2l_load_config("papers/p2l/config.yaml", PROFILE)
+P2L_CFG = _p2l_load_config("papers/p2l/config.yaml", PROFILE, overlay=rehearsal_template("p2l"))
 P2L_TASKS = list(P2L_CFG["main_tasks"])
 _P2L_TINY_PRIOR = not P2L_CFG["full"]["sd_path"]   # the tiny world: a trained prior, its classifier, its gate
 P2L_PRIOR = [f"{P2L}/metrics/{e}.json" for e in ("train_classifier", "train_prior")] if _P2L_TINY_PRIOR else []
@@ -29,7 +29,7 @@ PAPER_TARGETS.extend(prov(
 
 rule p2l_classifier:
     """The attribute classifier, beside the VAE and the LDM (the gate, the FD proxy and attribute accuracy read it)."""
-    input: "papers/p2l/config.yaml"
+    input: paper_config("p2l")
     output: prov(f"{P2L}/metrics/train_classifier.json")
     benchmark: p2l_bench("classifier")
     priority: 50
@@ -38,7 +38,7 @@ rule p2l_classifier:
 
 
 rule p2l_prior:
-    input: "papers/p2l/config.yaml"
+    input: paper_config("p2l")
     output: prov(f"{P2L}/metrics/train_prior.json")
     benchmark: p2l_bench("prior")
     priority: 600
@@ -48,7 +48,7 @@ rule p2l_prior:
 
 rule p2l_prior_gate:
     """The prior follows its captions (the claims' gate): beside the main tasks, which need only the prior."""
-    input: "papers/p2l/config.yaml", P2L_PRIOR
+    input: paper_config("p2l"), P2L_PRIOR
     output: prov(f"{P2L}/metrics/prior_gate.json", f"{P2L}/figures/prior_samples.png", f"{P2L}/figures/prior_samples.pdf")
     benchmark: p2l_bench("prior_gate")
     priority: 90
@@ -57,7 +57,7 @@ rule p2l_prior_gate:
 
 
 rule p2l_task_solutions:
-    input: "papers/p2l/config.yaml", P2L_PRIOR
+    input: paper_config("p2l"), P2L_PRIOR
     output:
         prov(f"{P2L}/metrics/main_{{task}}.json",
              *[f"{P2L}/figures/{k}_{{task}}.{e}" for k in ("grid", "tuning") for e in ("png", "pdf")],
@@ -70,7 +70,7 @@ rule p2l_task_solutions:
 
 
 rule p2l_main_table:
-    input: "papers/p2l/config.yaml", P2L_PARTS
+    input: paper_config("p2l"), P2L_PARTS
     output:
         prov(f"{P2L}/metrics/main_table.json",
              *[f"{P2L}/tables/{k}.{e}" for k in ("main_table", "main_table_wide", "runtime_nfe", "artifacts_range")
@@ -85,7 +85,7 @@ rule p2l_main_table:
 rule p2l_floors_table:
     """The measurement and least-squares floors on the main table's test images and noise (no prior,
     seconds), beside the main table's SSIM, which is why the task parts are inputs."""
-    input: "papers/p2l/config.yaml", P2L_PARTS
+    input: paper_config("p2l"), P2L_PARTS
     output:
         prov(f"{P2L}/metrics/floors.json",
              *[f"{P2L}/tables/{k}.{e}" for k in ("floors", "floors_standing") for e in ("csv", "md")])
@@ -96,7 +96,7 @@ rule p2l_floors_table:
 
 
 rule p2l_ablation_table:
-    input: "papers/p2l/config.yaml", f"{P2L}/metrics/main_{P2L_CFG['ablation']['task']}.json"
+    input: paper_config("p2l"), f"{P2L}/metrics/main_{P2L_CFG['ablation']['task']}.json"
     output:
         prov(f"{P2L}/metrics/ablation.json",
              *[f"{P2L}/tables/{k}.{e}" for k in ("ablation", "ablation_tuning") for e in ("csv", "md")])
@@ -108,7 +108,7 @@ rule p2l_ablation_table:
 
 rule p2l_steps_check:
     """The main table's ranking again at steps_check.steps DDIM steps on one task (tuned values reused)."""
-    input: "papers/p2l/config.yaml", f"{P2L}/metrics/main_{P2L_CFG['steps_check']['task']}.json"
+    input: paper_config("p2l"), f"{P2L}/metrics/main_{P2L_CFG['steps_check']['task']}.json"
     output: prov(f"{P2L}/metrics/steps_check.json", f"{P2L}/tables/steps_check.csv", f"{P2L}/tables/steps_check.md")
     benchmark: p2l_bench("steps_check")
     priority: 100

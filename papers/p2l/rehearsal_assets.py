@@ -1,0 +1,82 @@
+"""Stand-ins, in the real formats, for what P2L's full profile reads: a Stable Diffusion v1.5-layout
+diffusers folder with random weights, and an FFHQ-style image folder.
+
+The diffusers folder is what `StableDiffusionPipeline.save_pretrained` writes for SD 1.5
+(model_index.json; unet/, vae/, text_encoder/, tokenizer/, scheduler/), with SD 1.5's configs' keys
+and classes (UNet2DConditionModel with 3 CrossAttnDownBlock2D + DownBlock2D, AutoencoderKL with 4
+blocks (8x down), CLIPTextModel, CLIPTokenizer, PNDMScheduler with SD's
+betas) at tiny widths. It has no safety checker or feature extractor (the loader passes
+safety_checker=None for the real folder too). The images are PNGs named as FFHQ's (00000.png, ...),
+some not square, so the loader's aspect-keeping crop is exercised.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+# stable-diffusion-v1-5's scheduler/scheduler_config.json values
+SD15_SCHEDULER = dict(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", num_train_timesteps=1000,
+                      set_alpha_to_one=False, skip_prk_steps=True, steps_offset=1)
+
+
+def write_stable_diffusion(folder: str | Path, image_size: int, seed: int = 0) -> Path:
+    """The SD 1.5-layout pipeline folder at tiny widths, for images of `image_size` (latents / 8)."""
+    from diffusers import AutoencoderKL, PNDMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+
+    from shared.rehearsal import tiny_clip_text_encoder, tiny_clip_tokenizer
+
+    folder = Path(folder)
+    torch.manual_seed(seed)
+    tokenizer = tiny_clip_tokenizer()
+    text_encoder = tiny_clip_text_encoder(tokenizer)
+    unet = UNet2DConditionModel(
+        sample_size=image_size // 8, in_channels=4, out_channels=4, layers_per_block=2,
+        down_block_types=("CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D"),
+        block_out_channels=(8, 8, 16, 16), cross_attention_dim=16, attention_head_dim=8, norm_num_groups=4)
+    vae = AutoencoderKL(
+        in_channels=3, out_channels=3, latent_channels=4, layers_per_block=2, sample_size=image_size,
+        down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
+        block_out_channels=(8, 8, 16, 16), norm_num_groups=4, scaling_factor=0.18215)
+    pipe = StableDiffusionPipeline(vae=vae, text_encoder=text_encoder, tokenizer=tokenizer, unet=unet,
+                                   scheduler=PNDMScheduler(**SD15_SCHEDULER), safety_checker=None,
+                                   feature_extractor=None, requires_safety_checker=False)
+    pipe.save_pretrained(str(folder / "stable-diffusion-v1-5"))
+    return folder / "stable-diffusion-v1-5"
+
+
+def write_images(folder: str | Path, n: int, size: int, seed: int = 0) -> Path:
+    """n smooth random RGB PNGs, FFHQ-named; every third one wider than tall (a crop must not squash it)."""
+    from PIL import Image
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    for i in range(n):
+        h, w = size, size + (size // 2 if i % 3 == 2 else 0)
+        yy, xx = np.mgrid[0:h, 0:w] / size
+        img = np.stack([np.sin(2 * np.pi * (rng.uniform(0.5, 2) * xx + rng.uniform(0.5, 2) * yy) + rng.uniform(0, 6))
+                        for _ in range(3)], -1)
+        Image.fromarray(((img + 1) * 127.5).astype(np.uint8)).save(folder / f"{i:05d}.png")
+    return folder
+
+
+def main(argv=None) -> None:
+    """`python -m papers.p2l.rehearsal_assets --out DIR`: the pipeline folder, the images, DIR/overlay.yaml."""
+    from shared.rehearsal import parser, rehearsal_config, write_overlay
+
+    args = parser("p2l").parse_args(argv)
+    config = Path(__file__).with_name("config.yaml")
+    cfg = rehearsal_config(config, args.out)
+    sd = write_stable_diffusion(args.out, cfg.image_size)
+    images = write_images(Path(args.out) / "ffhq", cfg.data.n_val + cfg.data.n_test, cfg.image_size)
+    if (str(sd.resolve()), str(images.resolve())) != (cfg.full.sd_path, cfg.full.images_path):
+        raise ValueError(f"papers/p2l/rehearsal.yaml's full paths differ from the assets written ({sd}, {images})")
+    write_overlay(config, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""The full profile's rehearsal: stand-in assets in the real formats, and the overlay that points the
+full profile at them (`snakemake --config profile=full rehearsal=1`, see the Snakefile).
+
+Each paper keeps an overlay template, `papers/<paper>/rehearsal.yaml`: the config keys that shrink
+the full profile (steps, images, patients, clips, widths) and its asset paths written as
+`$ASSETS/...`. The paper's `rehearsal_assets` module writes the stand-ins into a folder and calls
+`write_overlay`, which fills `$ASSETS` in with that folder; every full-profile command then reads the
+stand-ins through `--overlay <folder>/overlay.yaml`, by the same loaders as the real paths.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .config import Config, load_config
+
+PLACEHOLDER = "$ASSETS"
+
+
+def template_path(config_path: str | Path) -> Path:
+    """The overlay template beside a paper's config.yaml."""
+    return Path(config_path).with_name("rehearsal.yaml")
+
+
+def write_overlay(config_path: str | Path, folder: str | Path) -> Path:
+    """`folder`/overlay.yaml: the paper's template with $ASSETS replaced by `folder` (absolute), checked
+    by loading the full profile through it."""
+    folder = Path(folder).resolve()
+    text = template_path(config_path).read_text().replace(PLACEHOLDER, str(folder))
+    out = folder / "overlay.yaml"
+    out.write_text(text)
+    load_config(config_path, "full", overlay=out)   # unknown keys or wrong types fail here, not in a job
+    return out
+
+
+def rehearsal_config(config_path: str | Path, folder: str | Path) -> Config:
+    """The full profile with the template's sizes and $ASSETS = `folder`, without writing anything:
+    what an asset writer reads (widths, counts) before it writes the assets."""
+    folder = Path(folder).resolve()
+    import tempfile
+
+    text = template_path(config_path).read_text().replace(PLACEHOLDER, str(folder))
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(text)
+    try:
+        return load_config(config_path, "full", overlay=f.name)
+    finally:
+        Path(f.name).unlink()
+
+
+def tiny_clip_tokenizer():
+    """CLIP's tokenizer class (byte-level BPE, `</w>` word ends, the two special tokens) with a tiny
+    vocabulary: the 256 byte-level symbols, each also with the end-of-word mark, and no merges (words
+    split into characters). The real one has 49,408 tokens; the class and the saved files are the same
+    kind. For the stand-in diffusers pipelines (P2L's Stable Diffusion, E2GAN's InstructPix2Pix)."""
+    from tokenizers.pre_tokenizers import ByteLevel
+    from transformers import CLIPTokenizer
+
+    symbols = sorted(ByteLevel.alphabet())
+    vocab = {s: i for i, s in enumerate(symbols + [s + "</w>" for s in symbols] + ["<|startoftext|>", "<|endoftext|>"])}
+    return CLIPTokenizer(vocab=vocab, merges=[], model_max_length=77)
+
+
+def tiny_clip_text_encoder(tokenizer, width: int = 16):
+    """A one-layer CLIPTextModel for `tokenizer` (its special-token ids, 77 positions, quick_gelu as CLIP)."""
+    from transformers import CLIPTextConfig, CLIPTextModel
+
+    return CLIPTextModel(CLIPTextConfig(
+        vocab_size=len(tokenizer), hidden_size=width, intermediate_size=2 * width, num_hidden_layers=1,
+        num_attention_heads=2, max_position_embeddings=77, hidden_act="quick_gelu", projection_dim=width,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id))
+
+
+def parser(paper: str) -> argparse.ArgumentParser:
+    """The command line of `python -m papers.<paper>.rehearsal_assets --out DIR`."""
+    p = argparse.ArgumentParser(prog=f"python -m papers.{paper}.rehearsal_assets",
+                                description=f"write {paper}'s rehearsal assets and overlay.yaml into --out")
+    p.add_argument("--out", type=Path, required=True, help="the assets folder (results/rehearsal/assets/<paper>)")
+    return p
