@@ -1,4 +1,4 @@
-# make reproduce | make test | make smoke | make lab | make test-browser. Each creates .venv and installs
+# make reproduce | make test | make smoke | make rehearse | make lab | make test-browser. Each creates .venv and installs
 # on first use.
 SHELL := /bin/bash
 VENV ?= .venv
@@ -16,7 +16,7 @@ export HF_HUB_OFFLINE = 1
 export WANDB_MODE ?= offline
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install reproduce smoke test test-fast test-browser lab clean
+.PHONY: install reproduce smoke rehearse rehearse-gpu test test-fast test-browser lab clean
 
 install: $(STAMP)
 
@@ -33,6 +33,15 @@ reproduce: install
 
 smoke: install
 	$(VENV)/bin/snakemake --cores $(CORES) --config profile=smoke
+
+# The full profile rehearsed on stand-in assets in the real formats (results/rehearsal/; Snakefile,
+# REHEARSAL): on the CPU, and with device cuda on a GPU machine (its log: results/rehearsal-gpu.log).
+rehearse: install
+	$(VENV)/bin/snakemake --cores $(CORES) --config profile=full rehearsal=1
+
+rehearse-gpu: install
+	mkdir -p results; set -o pipefail; $(VENV)/bin/snakemake --cores $(CORES) --config profile=full rehearsal=1 rehearsal_device=cuda \
+		results=results/gpu 2>&1 | tee results/rehearsal-gpu.log
 
 # Two pytest workers (one per core; tests/conftest.py runs the shared smoke run once for both), work
 # stealing for the uneven tests; the slowest 25 are listed for the budget.

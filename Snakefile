@@ -7,7 +7,7 @@
 # Outputs go to results/<profile>/<paper>/. Each paper adds its rules in papers/<paper>/rules.smk,
 # registers its metric parts in PAPER_METRICS and its figures/tables in PAPER_TARGETS.
 # Config keys: profile (smoke|tiny|full), results (root folder), papers_dir (where papers live);
-# everest_trainer (papers/everest/rules.smk).
+# everest_trainer (papers/everest/rules.smk); rehearsal, rehearsal_device (the full profile's rehearsal).
 import shlex
 import sys
 from pathlib import Path
@@ -26,6 +26,7 @@ REHEARSAL = str(config.get("rehearsal", "0")).lower() in ("1", "true", "yes")
 if REHEARSAL and PROFILE != "full":
     raise ValueError("rehearsal=1 rehearses the full profile: run it with --config profile=full rehearsal=1")
 RESULTS = f"{config.get('results', 'results')}/{'rehearsal' if REHEARSAL else PROFILE}"
+REHEARSAL_DEVICE = config.get("rehearsal_device")   # `make rehearse-gpu`: cuda (the overlays' own: cpu)
 ASSETS = f"{RESULTS}/assets"
 PY = sys.executable
 # Every papermill run has a per-cell timeout: a hung cell fails, its source in the error, instead of
@@ -67,6 +68,8 @@ def experiment_cmd(paper, experiment, launcher="", overrides=()):
     are the experiment's `--set key.path=value` config overrides. A rehearsal adds the paper's overlay."""
     sets = "".join(f" --set {shlex.quote(o)}" for o in overrides)
     overlay = f" --overlay {rehearsal_overlay(paper)}" if REHEARSAL else ""
+    if REHEARSAL and REHEARSAL_DEVICE:
+        sets += f" --set device={shlex.quote(str(REHEARSAL_DEVICE))}"
     return (f"OMP_NUM_THREADS=1 {launcher}{PY} -m papers.{paper} {experiment} --profile {PROFILE} "
             f"--out {RESULTS}/{paper} --rule {{rule}}{overlay}{sets}")
 

@@ -147,7 +147,7 @@ class Setup:
         m = cfg.metrics
         self.inception = self.clip_path = None
         if m.fid:  # full: FID/KID in InceptionV3 features, CLIP score; the weights must be local
-            from .metrics import InceptionFeatures
+            from shared.image_metrics import InceptionFeatures
 
             self.inception = InceptionFeatures(require_path(
                 m.inception_path, what="TorchScript InceptionV3 feature network (inception-2015-12-05.pt)",
@@ -165,7 +165,9 @@ class Setup:
         """FID, KID (against the teacher's test outputs) and CLIP score; {} unless `metrics.fid`."""
         if self.inception is None:
             return {}
-        from .metrics import clip_score, fid_kid
+        from shared.image_metrics import fid_kid
+
+        from .metrics import clip_score
 
         pred = predict(G, test)
         return {**fid_kid(pred, to_images(test.y), self.inception), "clip_score": clip_score(pred, prompt, self.clip_path)}

@@ -1,5 +1,6 @@
 """Quality against the teacher: PSNR, SSIM, and a feature Fréchet distance (the FID proxy, smoke/tiny);
-at full, FID and KID in InceptionV3 features and CLIP score (torchmetrics, weights from local paths).
+at full, FID and KID in InceptionV3 features (`shared.image_metrics`) and CLIP score (torchmetrics,
+weights from local paths).
 
 The proxy's features are the penultimate activations of a small CNN trained here to tell the
 teacher's edits apart (`fd_net`); `image_features` (HSV histograms, HOG, LBP) describe what an edit
@@ -65,36 +66,6 @@ def quality(pred: np.ndarray, target: np.ndarray, fd_dims: int = 16, features=im
 
 
 # ----------------------------------------------------------------------------- the paper's metrics (full)
-class InceptionFeatures(torch.nn.Module):
-    """A TorchScript InceptionV3 feature network from a local file (the StyleGAN/ADA metrics file
-    `inception-2015-12-05.pt`, 2048-d pool features), wrapped for torchmetrics: images in [0, 1] are
-    resized to 299² and scaled to 0…255, as that network expects."""
-
-    def __init__(self, path, device: str = "cpu"):
-        super().__init__()
-        self.net = torch.jit.load(str(path), map_location=device).eval()
-
-    def forward(self, x):
-        x = torch.nn.functional.interpolate(x.float(), size=(299, 299), mode="bilinear", align_corners=False)
-        return self.net(x * 255.0, return_features=True)
-
-
-def fid_kid(pred: np.ndarray, target: np.ndarray, feature) -> dict:
-    """FID and KID (torchmetrics) between `pred` and `target` (N, H, W, 3) in [0, 1], in the feature space
-    of the nn.Module `feature`."""
-    from torchmetrics.image.fid import FrechetInceptionDistance
-    from torchmetrics.image.kid import KernelInceptionDistance
-
-    to_t = lambda a: torch.from_numpy(np.ascontiguousarray(a)).permute(0, 3, 1, 2).float()  # noqa: E731
-    fid = FrechetInceptionDistance(feature=feature, normalize=True)
-    kid = KernelInceptionDistance(feature=feature, normalize=True, subset_size=min(50, len(pred)))
-    for m in (fid, kid):
-        m.update(to_t(target), real=True)
-        m.update(to_t(pred), real=False)
-    kid_mean, _ = kid.compute()
-    return {"fid": float(fid.compute()), "kid": float(kid_mean)}
-
-
 class _CLIPFeatures(torch.nn.Module):
     """A transformers CLIPModel whose `get_image_features` / `get_text_features` return the projected
     embedding tensor, as torchmetrics' CLIPScore expects (transformers 5 returns a model output whose

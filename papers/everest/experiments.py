@@ -207,8 +207,23 @@ def motion_pair_fraction(model: MaskedVideoAutoencoder, clips, frames: str, rho_
     return float(motion.gather(1, chosen).float().mean())
 
 
+FRAME_ARMS = ("everest_uniform_frames", "everest_selected_frames")
+PROCEDURAL_ONLY = ("the frame-selection arms choose among 2·α·τ candidate frames with ground-truth motion, "
+                   "made for procedural clips only (VideoListDataset has no candidate clips)")
+
+
+def skipped_on_video(cfg, arm: str) -> dict | None:
+    """The record of a procedural-only arm on real videos (the full profile), else None: the job still
+    writes its metrics file, the tables leave the arm out and its claims are NOT RUN."""
+    if arm in FRAME_ARMS and cfg.data.source != "procedural":
+        return {"skipped": True, "reason": PROCEDURAL_ONLY}
+    return None
+
+
 def run_pretrain(run, arm: str) -> dict:
     cfg = run.cfg
+    if (skip := skipped_on_video(cfg, arm)) is not None:
+        return skip
     method, frames = PRETRAIN_ARMS[arm]
     snaps = {max(1, round(b * cfg.pretrain.steps)): snapshot_name(b) for b in cfg.pretrain.budgets}
     first, final, motion_frac, motion_base = [], [], [], []
@@ -285,6 +300,8 @@ def finetune_arm(run, arm: str, snapshot: str | None, subdir: str = "") -> dict:
 
 
 def run_finetune(run, arm: str) -> dict:
+    if (skip := skipped_on_video(run.cfg, arm)) is not None:
+        return skip
     return finetune_arm(run, arm, snapshot_name(run.cfg.pretrain.budgets[-1]))
 
 
@@ -295,8 +312,10 @@ def label_leak(run) -> dict:
     import pandas as pd
 
     cfg = run.cfg
-    if cfg.data.source != "procedural":
-        raise ValueError("label_leak needs the procedural clips' motion labels: run it at profile smoke or tiny")
+    if cfg.data.source != "procedural":   # real videos (full): no motion labels to probe for
+        reason = "the probe needs the procedural clips' class and motion labels of every clip (smoke, tiny)"
+        run.save_table(pd.DataFrame([{"label_leak": "not run", "reason": reason}]), "label_leak")
+        return {"skipped": True, "reason": reason}
     lk, m = cfg.leak, cfg.model
     chance = {"class": 100.0 / classes(cfg), "motion": 100.0 / num_motions(cfg.data.patterns)}
     acc = {}   # (keep, target) -> one accuracy per seed
@@ -330,32 +349,38 @@ def accuracy(run) -> dict:
     import pandas as pd
 
     m = {arm: read_json(run.out / "metrics" / f"finetune_{arm}.json") for arm in FINETUNE_ARMS}
-    top1 = {arm: m[arm]["top1"] for arm in FINETUNE_ARMS}
-    gaps = {name: combine([top1[a], top1[b]], lambda x, y: x - y) for name, (a, b) in GAPS.items()}  # paired by seed
+    m = {arm: v for arm, v in m.items() if not v.get("skipped")}   # procedural-only arms, on real videos
+    top1 = {arm: m[arm]["top1"] for arm in m}
+    gaps = {name: combine([top1[a], top1[b]], lambda x, y: x - y)   # paired by seed
+            for name, (a, b) in GAPS.items() if a in top1 and b in top1}
     grid = [{"pre-training": pre, **{ft: mean_ci(top1[arm]) for ft, arm in cols}}
             for pre, cols in [("VideoMAE (tube)", [("all tokens", "videomae"), ("top-60% pruned", "videomae_pruned")]),
                               ("EVEREST", [("all tokens", "everest_full"), ("top-60% pruned", "everest")])]]
     run.save_table(pd.DataFrame(grid), "accuracy_2x2")
     rows = [{"arm": LABELS[a], "pre-train": PRETRAIN_ARMS[m[a]["pretrained"]][0] if m[a]["pretrained"] else "none",
              "fine-tune tokens": m[a]["tokens"], "fine-tune pruning": m[a]["prune"],
-             "top-1 (%), mean [90% CI]": mean_ci(top1[a])} for a in LABELS]
+             "top-1 (%), mean [90% CI]": mean_ci(top1[a])} for a in LABELS if a in top1]
     run.save_table(pd.DataFrame(rows), "accuracy")
     run.save_table(pd.DataFrame([{"gap (paired by seed)": f"{a} − {b}", "top-1 points, mean [90% CI]": mean_ci(g)}
                                  for (a, b), g in zip(GAPS.values(), gaps.values())]), "accuracy_gaps")
     frame_rows = []
-    for arm in ("everest_uniform_frames", "everest_selected_frames"):
+    for arm in FRAME_ARMS:
         pre = read_json(run.out / "metrics" / f"pretrain_{arm}.json")
+        if pre.get("skipped") or arm not in top1:
+            frame_rows.append({"pre-training frame pairs": PRETRAIN_ARMS[arm][1], "not run": pre.get("reason", "")})
+            continue
         frame_rows.append({"pre-training frame pairs": PRETRAIN_ARMS[arm][1],
                            "chosen pairs with motion": mean_ci(pre["motion_pair_fraction"], 3),
                            "candidate pairs with motion": mean_ci(pre["candidate_motion_fraction"], 3),
                            "top-1 (%), top-60% FT": mean_ci(top1[arm])})
         gaps[f"{arm}_motion_pair_fraction"] = pre["motion_pair_fraction"]
     run.save_table(pd.DataFrame(frame_rows), "frame_selection")
-    out = {arm: {"top1": top1[arm]} for arm in FINETUNE_ARMS}
+    out = {arm: {"top1": top1[arm]} for arm in top1}
     out.update(gaps)
-    out["selected_minus_uniform_motion_pairs"] = combine(
-        [gaps["everest_selected_frames_motion_pair_fraction"], gaps["everest_uniform_frames_motion_pair_fraction"]],
-        lambda s, u: s - u)
+    if all(f"{a}_motion_pair_fraction" in gaps for a in FRAME_ARMS):
+        out["selected_minus_uniform_motion_pairs"] = combine(
+            [gaps["everest_selected_frames_motion_pair_fraction"], gaps["everest_uniform_frames_motion_pair_fraction"]],
+            lambda s, u: s - u)
     return out
 
 

@@ -33,6 +33,7 @@ from shared.samples import combine, is_sample, sample
 
 from . import metrics as M
 from .data import ATTRIBUTES, make_split
+from .full_metrics import FullMetrics
 from .models import LatentDiffusion, load_stable_diffusion, resolve_device, save_pipeline
 from .operators import Inpainting, build_operator
 from .components import AttributeClassifier, assemble, sample_prior, tiny_tokenizer
@@ -350,12 +351,14 @@ def main_task(run, task: str) -> dict:
     k = int(cfg.data.noise_seeds)   # rows: image i under draw d at d·n_test + i
     idx = M.bootstrap_indices(len(gt) // k, cfg.bootstrap.n, run.seed, draws=k)
     per_image, out, recon, fd_boots = [], {}, {}, {}
+    full_metrics = FullMetrics(cfg)   # full: LPIPS per image, FID per method (metrics.lpips / metrics.fid)
     for m in methods:
         hp = {**method_hparams(cfg, m), **tuned[m], "record_every": cfg.solve.record_every}
         x, nfe, wall, traj, records, calls = _solve_batches(m, y, op, ldm, cfg, run.seed, test["captions"], **hp)
         recon[m] = x
         scores = {"psnr": M.psnr(x, gt), "ssim": M.ssim(x, gt), "hf_energy": M.high_frequency_energy(x),
-                  "residual": M.per_image_residual(op, x, y), **record_scores(records)}
+                  "residual": M.per_image_residual(op, x, y), **record_scores(records),
+                  **full_metrics.scores(x, gt)}
         if clf is not None:
             scores["attr_acc"] = M.attribute_accuracy(clf, x, test["labels"])
         out[m] = {key: sample(per_image_mean(v, k), "image") for key, v in scores.items()}
@@ -366,6 +369,8 @@ def main_task(run, task: str) -> dict:
             fd_boots[m] = np.array([M.frechet_distance(feat[i], ref_feat) for i in idx])
             out[m]["fd"] = sample([M.frechet_distance(feat, ref_feat)], "seed")
             out[m]["fd_bootstrap_ci"] = M.percentile_interval(fd_boots[m])
+        if (fid := full_metrics.fid(x, gt)) is not None:
+            out[m]["fid"] = sample([fid], "seed")   # one set: the per-image LPIPS carries the interval
         out[m].update({"rho": tuned[m]["rho"], "tuned": tuned[m], "nfe": nfe, "decoder_calls": calls["decoder"],
                        "encoder_calls": calls["encoder"], "wall_s": sample([wall], "seed"), "trajectory": traj})
         for i in range(len(gt)):
@@ -436,7 +441,7 @@ def main_table(run) -> dict:
             r = res["methods"][m]
             row = {"task": TASK_NAMES.get(task, task), "method": m, "n": r["ssim"]["n"],
                    "noise draws": res.get("noise_seeds", 1)}
-            for k in ("psnr", "ssim", "attr_acc", "fd"):
+            for k in ("psnr", "ssim", "lpips", "fid", "attr_acc", "fd"):
                 if k in r:
                     row[k] = cell(r[k])
                     if k != "attr_acc":

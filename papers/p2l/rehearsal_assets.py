@@ -7,7 +7,8 @@ and classes (UNet2DConditionModel with 3 CrossAttnDownBlock2D + DownBlock2D, Aut
 blocks (8x down), CLIPTextModel, CLIPTokenizer, PNDMScheduler with SD's
 betas) at tiny widths. It has no safety checker or feature extractor (the loader passes
 safety_checker=None for the real folder too). The images are PNGs named as FFHQ's (00000.png, ...),
-some not square, so the loader's aspect-keeping crop is exercised.
+some not square, so the loader's aspect-keeping crop is exercised; and a TorchScript stand-in for the
+InceptionV3 file that the full profile's FID reads.
 """
 from __future__ import annotations
 
@@ -73,6 +74,9 @@ def main(argv=None) -> None:
     cfg = rehearsal_config(config, args.out)
     sd = write_stable_diffusion(args.out, cfg.image_size)
     images = write_images(Path(args.out) / "ffhq", cfg.data.n_val + cfg.data.n_test, cfg.image_size)
+    from shared.image_metrics import write_stand_in_inception
+
+    write_stand_in_inception(Path(args.out) / "inception-2015-12-05.pt")
     if (str(sd.resolve()), str(images.resolve())) != (cfg.full.sd_path, cfg.full.images_path):
         raise ValueError(f"papers/p2l/rehearsal.yaml's full paths differ from the assets written ({sd}, {images})")
     write_overlay(config, args.out)

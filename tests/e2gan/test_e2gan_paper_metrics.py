@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from papers.e2gan.metrics import InceptionFeatures, fid_kid
+from shared.image_metrics import InceptionFeatures, fid_kid
 
 REPO = Path(__file__).resolve().parents[2]
 

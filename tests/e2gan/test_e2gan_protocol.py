@@ -125,3 +125,22 @@ def test_a_diffusion_teacher_needs_its_own_concept_pool():
     assert not set(full.base.family_prompts) & set(CONCEPTS)
     with pytest.raises(ConfigError, match="concepts.pool"):
         concept_pool(load_config(path, "full", ["concepts.pool=[]"]))
+
+
+def test_the_concept_pool_from_a_file(tmp_path):
+    """`concepts.pool_file` (the rehearsal's concepts.txt, one instruction prompt a line) replaces the
+    inline pool; comments and blank lines are skipped; an empty or missing file stops with one message."""
+    from papers.e2gan.experiments import concept_pool
+    from papers.e2gan.rehearsal_assets import POOL
+    from shared.assets import MissingAssetError
+    from shared.config import ConfigError, load_config
+
+    path = Path(__file__).resolve().parents[2] / "papers" / "e2gan" / "config.yaml"
+    pool = tmp_path / "concepts.txt"
+    pool.write_text("# prompts\n\n" + "\n".join(POOL) + "\n")
+    assert concept_pool(load_config(path, "full", [f"concepts.pool_file={pool}"])) == list(POOL)
+    pool.write_text("# nothing\n")
+    with pytest.raises(ConfigError, match="holds no prompts"):
+        concept_pool(load_config(path, "full", [f"concepts.pool_file={pool}"]))
+    with pytest.raises(MissingAssetError, match="concepts.pool_file"):
+        concept_pool(load_config(path, "full", [f"concepts.pool_file={tmp_path / 'nope.txt'}"]))
