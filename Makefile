@@ -16,7 +16,7 @@ export HF_HUB_OFFLINE = 1
 export WANDB_MODE ?= offline
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install reproduce smoke rehearse rehearse-gpu test test-fast test-browser lab clean
+.PHONY: install reproduce smoke rehearse rehearse-gpu test test-rehearsal test-fast test-browser lab clean
 
 install: $(STAMP)
 
@@ -48,6 +48,11 @@ rehearse-gpu: install
 TEST_WORKERS ?= 2
 test: install
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal --durations=25
+
+# The full profile's rehearsal workflow, offline, with its checks (tests/test_rehearsal.py; ~6 min on
+# 2 cores: its own CI step, outside make test's budget).
+test-rehearsal: install
+	REPRO_REHEARSAL=1 $(PY) -m pytest -q tests/test_rehearsal.py --durations=0
 
 test-fast: install
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not workflow"

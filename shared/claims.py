@@ -96,10 +96,11 @@ class Evidence:
 
 
 def lookup(metrics: Mapping, key_path: str) -> Any:
-    """`a.b.c` -> metrics["a"]["b"]["c"]; KeyError if any part is missing."""
+    """`a.b.c` -> metrics["a"]["b"]["c"]; KeyError if any part is missing or null (a metric the run
+    could not compute, e.g. a gap whose arm has no such column at the full profile: NOT RUN)."""
     node: Any = metrics
     for part in key_path.split("."):
-        if not isinstance(node, Mapping) or part not in node:
+        if not isinstance(node, Mapping) or part not in node or node[part] is None:
             raise KeyError(key_path)
         node = node[part]
     return node

@@ -2,7 +2,11 @@
 every paper's full-profile rules and notebooks on the stand-in assets that rule rehearsal_assets
 writes, with no network. Every artifact must exist with its provenance sidecar, and nothing may be
 downloaded: HF_HUB_OFFLINE=1, and a socket guard (a sitecustomize on PYTHONPATH, so in every Python
-process of the run) refuses and records any connection or name lookup beyond this machine."""
+process of the run) refuses and records any connection or name lookup beyond this machine. The
+ledger of a rehearsal decides nothing (every claim NOT RUN, its value shown): stand-ins are not evidence.
+
+It takes about 6 min on 2 cores, so it runs as its own CI step (`make test-rehearsal`, which sets
+REPRO_REHEARSAL=1; `.ci/run` calls it after `make test`), not inside `make test`'s 20-minute budget."""
 import json
 import os
 import subprocess
@@ -14,7 +18,9 @@ import pytest
 from conftest import REPO
 from conftest import WORKFLOW_ENV as ENV
 
-pytestmark = pytest.mark.workflow
+pytestmark = [pytest.mark.rehearsal,
+              pytest.mark.skipif(os.environ.get("REPRO_REHEARSAL") != "1",
+                                 reason="the full-profile rehearsal: make test-rehearsal (REPRO_REHEARSAL=1)")]
 
 SOCKET_GUARD = '''
 import os, socket
@@ -85,6 +91,8 @@ def test_full_profile_rehearsal_runs_offline(tmp_path):
             if not art.name.endswith(".provenance.json"):
                 sidecar = art.with_name(art.name + ".provenance.json")
                 assert sidecar.is_file(), f"no provenance for {art}"
-                assert json.loads(sidecar.read_text())["profile"] == "full"
+                assert json.loads(sidecar.read_text())["profile"] in ("full", "rehearsal")
     ledger = json.loads((root / "claims.json").read_text())
-    assert ledger["profile"] == "full"
+    assert ledger["profile"] == "rehearsal"
+    assert {c["status"] for c in ledger["claims"]} == {"NOT RUN"}                 # stand-ins decide nothing
+    assert any(c["reproduced"] is not None for c in ledger["claims"])            # ... but the values are shown

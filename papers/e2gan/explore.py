@@ -33,8 +33,8 @@ def student_forward(G: torch.nn.Module, encoder, x: np.ndarray, concept: str) ->
 
 
 class Explorer:
-    def __init__(self, results_dir: str | Path, profile: str):
-        cfg = load_config(CONFIG, profile)
+    def __init__(self, results_dir: str | Path, profile: str, overlay=None):
+        cfg = load_config(CONFIG, profile, overlay=overlay)   # overlay: the rehearsal's, as the experiments read it
         run = SimpleNamespace(cfg=cfg, seed=int(cfg.seed), out=Path(results_dir), profile=profile)
         self.setup = Setup(run)
         self.seed = run.seed

@@ -3,6 +3,7 @@ reconstruction from the pre-trained EVEREST checkpoint)."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
@@ -20,13 +21,15 @@ PATTERNS = {**{f"direction {a}": i for i, a in enumerate(DIRECTIONS)},
             **{p: 8 + i for i, p in enumerate(EXTRA_PATTERNS)}}
 
 
-def config(profile: str):
-    return load_config(CONFIG, profile)
+def config(profile: str, overlay=None):
+    """The paper's config at `profile` (with the rehearsal's overlay when given, as its experiments read it)."""
+    return load_config(CONFIG, profile, overlay=overlay)
 
 
-def selection_view(profile: str, pattern: str = "direction →", rho_pre: float = 0.3, pan: bool = False, seed: int = 0):
+def selection_view(profile: str, pattern: str = "direction →", rho_pre: float = 0.3, pan: bool = False, seed: int = 0,
+                   overlay=None):
     """One clip with the chosen motion pattern and the tokens EVEREST keeps at this ρ_pre (initial encoder)."""
-    cfg = config(profile)
+    cfg = config(profile, overlay)
     label = PATTERNS[pattern]
     patterns = ["directions", *EXTRA_PATTERNS] if label >= 8 else ["directions"]
     clips = make_clips(1, seed, patterns=patterns, motion=label, pan_speed=cfg.overlay.pan_speed if pan else 0.0)
@@ -41,13 +44,20 @@ def selection_view(profile: str, pattern: str = "direction →", rho_pre: float 
                                 [f"{pattern}, ρ_pre={rho_pre:.2f}"])
 
 
-def reconstruction_view(profile: str, results_dir: str | Path, seed: int = 0):
-    """A test clip, EVEREST's visible tokens and the reconstruction of its targets (pre-trained weights)."""
-    cfg = config(profile)
+def reconstruction_view(profile: str, results_dir: str | Path, seed: int = 0, overlay=None):
+    """A test clip, EVEREST's visible tokens and the reconstruction of its targets (pre-trained weights):
+    a procedural clip, or (real videos, full) the first clip of the test list."""
+    cfg = config(profile, overlay)
     ae = build_autoencoder(cfg).eval()
     path = Path(results_dir) / "checkpoints" / "pretrain_everest" / f"seed{cfg.seeds[0]}" / "b100.pt"
     ae.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-    clips = make_clips(1, derive_seed(seed, "notebook"), speed=cfg.data.speed)
+    if cfg.data.source == "procedural":
+        video = make_clips(1, derive_seed(seed, "notebook"), speed=cfg.data.speed).video
+    else:
+        from .experiments import dataset
+
+        video, _ = dataset(cfg, seed, "finetune").batch(torch.tensor([0]))
+    clips = SimpleNamespace(video=video)
     with torch.no_grad():
         from .selection import motion_scores
 

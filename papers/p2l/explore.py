@@ -18,8 +18,8 @@ CONFIG = Path(__file__).with_name("config.yaml")
 class Explorer:
     """Loads the trained prior of `results_dir` once; `reconstruct` solves one test image."""
 
-    def __init__(self, results_dir: str | Path, profile: str):
-        self.cfg = load_config(CONFIG, profile)
+    def __init__(self, results_dir: str | Path, profile: str, overlay=None):
+        self.cfg = load_config(CONFIG, profile, overlay=overlay)   # overlay: the rehearsal's, as the experiments read it
         self.results_dir = Path(results_dir)
         self.ldm, self.clf = load_prior(self.cfg, self.results_dir), load_classifier(self.cfg, self.results_dir)
         self.test = load_images(self.cfg, "test", 4)

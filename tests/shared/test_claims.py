@@ -16,7 +16,7 @@ WIDE = sample([0.50, 0.95, 0.70, 0.55, 0.90], "fold")
 METRICS = {"cindex": {"high": HIGH, "low": LOW, "wide": WIDE, "one": sample([0.9], "seed"),
                       "seeds": sample([0.8, 0.82, 0.81, 0.83, 0.79], "seed"),
                       "summary": {"mean": 0.7, "std": 0.05}},
-           "ratio": 312.0, "nan": float("nan")}
+           "ratio": 312.0, "nan": float("nan"), "null": None}
 
 
 def claim(**kw):
@@ -126,6 +126,7 @@ def test_sample_helper():
 
 def test_missing_metric_is_not_run_never_pass():
     assert status(metric="nope") == NOT_RUN
+    assert status(metric="null") == NOT_RUN   # a metric the run could not compute (JSON null): missing
     assert status(test={"op": ">=", "ref": "nope"}) == NOT_RUN
     assert evaluate_claim(claim(), None, "tiny").status == NOT_RUN
 
