@@ -1,4 +1,5 @@
-"""lora_linear: the fused forward and its backward against the unfused torch form."""
+"""lora_linear: the fused forward and its backward against the unfused torch form. The Triton calls run
+compiled on CUDA when present (kernels/gpu_check.sh), under the interpreter on CPU otherwise."""
 import pytest
 import torch
 
@@ -6,14 +7,17 @@ from kernels.lora_linear import lora_linear, lora_linear_reference
 from kernels.lora_linear.triton_kernel import LoRALinearFn
 from wide_offsets import past_int32
 
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"   # the compiled kernel takes CUDA tensors
+needs_cuda = pytest.mark.skipif(DEVICE != "cuda", reason="needs CUDA (compiled Triton)")
+
 
 @pytest.mark.parametrize("shape,K,N,r", [((5, 7), 33, 19, 4), ((64,), 64, 48, 16), ((3, 10), 20, 70, 8)])
 def test_forward_and_backward_match_reference(shape, K, N, r):
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(*shape, K, generator=g, requires_grad=True)
-    w, bias = torch.randn(N, K, generator=g), torch.randn(N, generator=g)
-    a = torch.randn(r, K, generator=g, requires_grad=True)
-    b = torch.randn(N, r, generator=g, requires_grad=True)
+    x, w, bias = torch.randn(*shape, K, generator=g), torch.randn(N, K, generator=g), torch.randn(N, generator=g)
+    a, b = torch.randn(r, K, generator=g), torch.randn(N, r, generator=g)
+    x, w, bias, a, b = (t.to(DEVICE) for t in (x, w, bias, a, b))
+    x, a, b = (t.requires_grad_(True) for t in (x, a, b))
     y = LoRALinearFn.apply(x, w, bias, a, b, 0.5)
     y_ref = lora_linear_reference(x, w, bias, a, b, 0.5)
     torch.testing.assert_close(y, y_ref, rtol=1e-4, atol=1e-4)
@@ -34,9 +38,9 @@ def test_force_reference(monkeypatch):
     from kernels.dispatch import backend
 
     monkeypatch.setenv("KERNELS_FORCE_REFERENCE", "1")
-    assert backend(torch.zeros(1)) == "reference"
+    assert backend(torch.zeros(1, device=DEVICE)) == "reference"
     monkeypatch.delenv("KERNELS_FORCE_REFERENCE")
-    assert backend(torch.zeros(1)) == "interpreter"
+    assert backend(torch.zeros(1, device=DEVICE)) == ("triton" if DEVICE == "cuda" else "interpreter")
 
 
 def test_x_rows_past_2_31_elements():
@@ -60,3 +64,26 @@ def test_cuda_output_past_2_31_elements():
     w, a, b = (torch.randn(*s, device="cuda", generator=g) for s in ((N, K), (r, K), (N, r)))
     y = lora_linear(x, w, None, a, b, 0.5)
     torch.testing.assert_close(y[-7:], lora_linear_reference(x[-7:], w, None, a, b, 0.5), rtol=1e-4, atol=1e-4)
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-4), (torch.bfloat16, 3e-2)])
+def test_cuda_dtypes_forward_and_backward(dtype, tol):
+    """The docstring's promise on a GPU: fp32 and bf16 inputs, fp32 accumulation, output in the input's
+    dtype; forward and the grads of x, A and B against the fp32 reference on the same (rounded) inputs."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    M, K, N, r = 300, 96, 80, 8
+    x, w, bias, a, b = (torch.randn(*s, device="cuda", generator=g).to(dtype)
+                        for s in ((M, K), (N, K), (N,), (r, K), (N, r)))
+    x, a, b = (t.requires_grad_(True) for t in (x, a, b))
+    y = lora_linear(x, w, bias, a, b, 0.5)
+    assert y.dtype == dtype
+    f32 = [t.detach().float().requires_grad_(t.requires_grad) for t in (x, w, bias, a, b)]
+    y_ref = lora_linear_reference(*f32, 0.5)
+    torch.testing.assert_close(y.float(), y_ref, rtol=tol, atol=tol * y_ref.abs().max().item())
+    gy = torch.randn(M, N, device="cuda", generator=g)
+    grads = torch.autograd.grad(y, (x, a, b), gy.to(dtype))
+    grads_ref = torch.autograd.grad(y_ref, (f32[0], f32[3], f32[4]), gy)
+    for u, v in zip(grads, grads_ref):
+        assert u.dtype == dtype
+        torch.testing.assert_close(u.float(), v, rtol=tol, atol=tol * v.abs().max().item())

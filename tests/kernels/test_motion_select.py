@@ -7,6 +7,8 @@ from kernels.motion_select import reference as ref
 from kernels.motion_select import triton_kernel as tri
 from wide_offsets import past_int32
 
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"   # compiled on CUDA, the interpreter on CPU
+
 
 def test_scores_follow_motion_and_first_slice_copies_second():
     B, T, L, D = 1, 4, 9, 8
@@ -36,22 +38,20 @@ def test_triton_matches_reference(B, T, L, D, P, C):
     k, v = token_counts(T * L, 0.5, 0.8)
     noise = torch.rand(B, k, generator=g)
     r = motion_select_reference(emb, pixels, noise, mask_ratio=0.8)
+    emb, pixels, noise = emb.to(DEVICE), pixels.to(DEVICE), noise.to(DEVICE)
     scores = tri.motion_scores(emb)
-    torch.testing.assert_close(scores, r[0], rtol=1e-5, atol=1e-6)
-    vis, tgt = split_tokens(scores, noise, v)
+    torch.testing.assert_close(scores.cpu(), r[0], rtol=1e-5, atol=1e-6)
+    vis, tgt = (t.cpu() for t in split_tokens(scores, noise, v))
     assert torch.equal(vis, r[1]) and torch.equal(tgt, r[2])
     assert set(vis.flatten().tolist()).isdisjoint(set()) and not (set(vis[0].tolist()) & set(tgt[0].tolist()))
-    torch.testing.assert_close(tri.normalized_targets(pixels, tgt), r[3], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(tri.normalized_targets(pixels, tgt.to(DEVICE)).cpu(), r[3], rtol=1e-4, atol=1e-4)
 
 
-def test_dispatcher_runs_interpreter_on_cpu():
-    emb = torch.randn(1, 2, 4, 16)
-    pixels = torch.rand(1, 8, 4, 3)
-    out = motion_select(emb, pixels, torch.rand(1, 4), mask_ratio=0.75)
+def test_dispatcher_runs_the_kernel():
+    emb = torch.randn(1, 2, 4, 16, device=DEVICE)
+    pixels = torch.rand(1, 8, 4, 3, device=DEVICE)
+    out = motion_select(emb, pixels, torch.rand(1, 4, device=DEVICE), mask_ratio=0.75)
     assert out[3].shape == (1, 2, 12)
-
-
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def test_scores_past_2_31_elements():

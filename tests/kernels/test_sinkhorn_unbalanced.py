@@ -7,6 +7,8 @@ import torch
 from kernels.sinkhorn_unbalanced import sinkhorn_unbalanced, sinkhorn_unbalanced_reference
 from kernels.sinkhorn_unbalanced.triton_kernel import sinkhorn_unbalanced as sinkhorn_triton
 
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"   # compiled on CUDA, the interpreter on CPU
+
 
 def problem(B, n, m, seed=0, scale=1.0, dtype=torch.float64):
     g = torch.Generator().manual_seed(seed)
@@ -45,7 +47,7 @@ def test_reference_is_differentiable_like_pot_torch_backend():
 def test_triton_matches_reference(B, n, m, dtype, tol):
     a, b, M = problem(B, n, m, scale=3.0, dtype=dtype)
     ref = sinkhorn_unbalanced_reference(a.double(), b.double(), M.double(), num_iter_max=200)
-    out = sinkhorn_triton(a, b, M, num_iter_max=200)
+    out = sinkhorn_triton(a.to(DEVICE), b.to(DEVICE), M.to(DEVICE), num_iter_max=200).cpu()
     assert out.dtype == dtype
     assert ((out.double() - ref).abs().max() / ref.abs().max()).item() < tol
 
