@@ -145,12 +145,14 @@ def patchify(video: torch.Tensor, patch: int, tubelet: int) -> torch.Tensor:
 
 
 def normalised_targets(video: torch.Tensor, mask: torch.Tensor, patch: int, tubelet: int) -> torch.Tensor:
-    """Per-token, per-channel normalised pixels of the target tokens only: [B, n_tgt, tubelet·patch²·C]."""
-    patches = patchify(video, patch, tubelet)
-    patches = patches[mask].reshape(video.shape[0], -1, *patches.shape[2:])
-    mean = patches.mean(dim=-2, keepdim=True)
-    std = patches.var(dim=-2, unbiased=True, keepdim=True).sqrt()
-    return rearrange((patches - mean) / (std + 1e-6), "b n p c -> b n (p c)")
+    """Per-token, per-channel normalised pixels of the target tokens only: [B, n_tgt, tubelet·patch²·C],
+    (x - mean) / (std + 1e-6) over each token's pixels (unbiased std), as the official loss target.
+    Computed by `kernels.motion_select.normalized_targets` (fused gather + normalisation on CUDA, its
+    torch reference elsewhere) on the target tokens in index order, the order of `patches[mask]`."""
+    from kernels.motion_select import normalized_targets
+
+    target_idx = mask.nonzero()[:, 1].view(video.shape[0], -1)
+    return normalized_targets(patchify(video, patch, tubelet), target_idx)
 
 
 class MaskedVideoAutoencoder(nn.Module):

@@ -17,7 +17,7 @@ from .curves import Curves
 from .data import breast_cancer, gene_groups, make_cohort, site_folds, stratified_folds
 from .metrics import cindex, fold_sample, risk_groups
 from .models import ABMIL, MMP, FullTokenTransformer, PathwayOnly
-from .panther import aggregate_bags, fit_prototypes, gmm_aggregate, tokens
+from .panther import aggregate_bags, aggregation_device, fit_prototypes, gmm_aggregate, tokens
 from .train import make_batch, predict_risk, train_survival
 
 ARM_NAMES = {"abmil": "ABMIL", "pathway": "Pathway-only", "mmp_histo": "MMP histology only (official `histo`)",
@@ -80,7 +80,8 @@ def prepare_fold(cohort, train_idx, cfg, seed: int, fold: int, *, standardize_pi
     protos = fit_prototypes((cohort.bags[i] for i in train_idx), cfg.prototypes.n, per_bag=cfg.prototypes.per_bag,
                             seed=derive_seed(seed, "kmeans", fold), max_iter=cfg.prototypes.max_iter,
                             n_init=cfg.prototypes.n_init)
-    hist = aggregate_bags(cohort.bags, protos, tau=cfg.panther.tau, eps=cfg.panther.eps, n_iter=cfg.panther.n_iter)
+    hist = aggregate_bags(cohort.bags, protos, tau=cfg.panther.tau, eps=cfg.panther.eps, n_iter=cfg.panther.n_iter,
+                          device=aggregation_device(cfg.device))
     pi = hist[:, :, 0].copy()
     if standardize_pi:
         mean, std = pi[train_idx].mean(0), pi[train_idx].std(0)
@@ -746,7 +747,7 @@ def prototype_recovery(run) -> dict:
                                 seed=derive_seed(seed, "kmeans", fold), max_iter=cfg.prototypes.max_iter,
                                 n_init=cfg.prototypes.n_init)
         hist = aggregate_bags([cohort.bags[i] for i in te], protos, tau=cfg.panther.tau, eps=cfg.panther.eps,
-                              n_iter=cfg.panther.n_iter)
+                              n_iter=cfg.panther.n_iter, device=aggregation_device(cfg.device))
         est = recovered_proportions(hist[:, :, 0], protos, cohort.centres)
         corr.append(float(np.corrcoef(est.ravel(), cohort.proportions[te].ravel())[0, 1]))
         est_all.append(est)

@@ -69,14 +69,56 @@ def fit_prototypes(bags, n_prototypes: int, *, per_bag: int, seed: int,
     return km.cluster_centers_.astype(np.float32)
 
 
-def aggregate_bags(bags, prototypes: np.ndarray, *, tau: float, eps: float,
-                   n_iter: int) -> np.ndarray:
-    """Histology tokens [P, C, 2d+1] of every bag (one bag at a time, no gradient; lazily read bags
-    are read as the loop reaches them)."""
-    out = []
-    with torch.no_grad():
-        for bag in bags:
-            pi, mu, var = gmm_aggregate(torch.from_numpy(np.asarray(bag, dtype=np.float32)), prototypes,
-                                        tau=tau, eps=eps, n_iter=n_iter)
-            out.append(tokens(pi, mu, var).numpy())
-    return np.stack(out)
+def aggregation_device(name: str = "auto") -> torch.device:
+    """Where the bags are aggregated: `auto` is CUDA when present (padded batches through the fused
+    `gmm_estep` Triton kernel), else the CPU (one bag at a time, the torch reference)."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def aggregate_bags(bags, prototypes: np.ndarray, *, tau: float, eps: float, n_iter: int,
+                   device: str | torch.device = "cpu", batched: bool | None = None,
+                   max_elements: int = 2**28) -> np.ndarray:
+    """Histology tokens [P, C, 2d+1] of every bag, without gradient; lazily read bags are read as the
+    loop reaches them.
+
+    On the CPU (default) one bag at a time. On CUDA (or `batched=True`) consecutive bags are padded
+    into batches [B, N_max, d] of at most `max_elements` numbers (1 GiB of fp32 by default), masked,
+    moved to `device` and aggregated together: on CUDA that is one `gmm_estep` kernel launch per batch
+    (issue 20). Padded rows get q = 0, so a batch gives each bag's tokens up to float rounding."""
+    device = torch.device(device)
+    if batched is None:
+        batched = device.type == "cuda"
+    if not batched:
+        out = []
+        with torch.no_grad():
+            for bag in bags:
+                pi, mu, var = gmm_aggregate(torch.from_numpy(np.asarray(bag, dtype=np.float32)), prototypes,
+                                            tau=tau, eps=eps, n_iter=n_iter)
+                out.append(tokens(pi, mu, var).numpy())
+        return np.stack(out)
+    out, batch = [], []
+
+    def flush():
+        n_max = max(len(b) for b in batch)
+        d = batch[0].shape[1]
+        x = torch.zeros(len(batch), n_max, d, dtype=torch.float32)
+        mask = torch.zeros(len(batch), n_max, dtype=torch.bool)
+        for i, b in enumerate(batch):
+            x[i, :len(b)] = torch.from_numpy(b)
+            mask[i, :len(b)] = True
+        with torch.no_grad():
+            pi, mu, var = gmm_aggregate(x.to(device), torch.as_tensor(prototypes).to(device), tau=tau, eps=eps,
+                                        n_iter=n_iter, mask=mask.to(device))
+        out.append(tokens(pi, mu, var).cpu().numpy())
+        batch.clear()
+
+    for bag in bags:
+        bag = np.asarray(bag, dtype=np.float32)
+        if batch and (len(batch) + 1) * max(len(bag), *(len(b) for b in batch)) * bag.shape[1] > max_elements:
+            flush()
+        batch.append(bag)
+    if batch:
+        flush()
+    return np.concatenate(out)

@@ -70,3 +70,22 @@ def test_deterministic():
     b = gmm_aggregate(torch.from_numpy(x).float(), protos)
     for u, v in zip(a, b):
         assert torch.equal(u, v)
+
+
+def test_padded_batches_give_each_bags_tokens():
+    """The device path (padded, masked batches; forced here on the CPU) equals one bag at a time, with
+    bags of different lengths split over several batches by `max_elements`."""
+    import numpy as np
+
+    from papers.mmp.panther import aggregate_bags
+
+    rng = np.random.default_rng(0)
+    bags = [rng.normal(size=(n, 6)).astype(np.float32) for n in (30, 7, 55, 12, 40)]
+    protos = rng.normal(size=(4, 6)).astype(np.float32)
+    kw = dict(tau=1e-3, eps=0.1, n_iter=2)
+    one = aggregate_bags(bags, protos, **kw)
+    batched = aggregate_bags(bags, protos, **kw, batched=True, max_elements=3 * 55 * 6)
+    assert batched.shape == one.shape == (5, 4, 13)
+    np.testing.assert_allclose(batched, one, rtol=1e-5, atol=1e-6)
+    swapped = aggregate_bags(bags[::-1], protos, **kw, batched=True, max_elements=3 * 55 * 6)
+    assert not np.allclose(swapped, one)   # the order of the bags is kept
