@@ -2,10 +2,13 @@
 
     python -m kernels.bench [--out kernels/benchmarks/<device>.csv] [--quick]
 
-On a GPU: `triton.testing.do_bench` timings, speed-ups, and for memory-bound kernels the achieved
-bandwidth as a fraction of the device's measured copy bandwidth. On CPU it still runs (reference
-against the Triton interpreter at small sizes) to check correctness; its timings are flagged
-`speed_result = False` and are not speed results. Writes a CSV with a provenance sidecar.
+On a GPU: `triton.testing.do_bench` timings (median and the 20/80 % quantiles, ms), speed-ups of the
+medians, peak memory of one call of each, and for memory-bound kernels the achieved bandwidth as a
+fraction of the device's measured copy bandwidth; every row names the GPU, its driver and the CUDA,
+torch and Triton versions. On CPU it still runs (reference against the Triton interpreter at small
+sizes) to check correctness only: its rows say `speed_result = False`, and their timings are not
+speed results. Rows are per kernel, size and phase (`forward`, or `forward+backward` where the kernel
+has a backward: lora_linear, whose error then covers its grads). Writes a CSV with a provenance sidecar.
 """
 from __future__ import annotations
 
@@ -26,18 +29,66 @@ if not ON_GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
-def timeit(fn: Callable, reps: int = 3) -> float:
-    """Milliseconds per call: do_bench on GPU, best-of-reps wall time on CPU."""
+def timing(fn: Callable, reps: int = 5) -> tuple[float, float, float]:
+    """(median, 20 %, 80 % quantile) milliseconds per call: do_bench on GPU (warm-up, cache flushes),
+    wall times of `reps` calls on CPU."""
     if ON_GPU:
         import triton.testing
 
-        return float(triton.testing.do_bench(fn, warmup=25, rep=100))
-    best = float("inf")
+        med, q20, q80 = triton.testing.do_bench(fn, warmup=25, rep=100, quantiles=[0.5, 0.2, 0.8])
+        return float(med), float(q20), float(q80)
+    import numpy as np
+
+    times = []
     for _ in range(reps):
         t0 = time.perf_counter()
         fn()
-        best = min(best, (time.perf_counter() - t0) * 1e3)
-    return best
+        times.append((time.perf_counter() - t0) * 1e3)
+    med, q20, q80 = np.quantile(times, [0.5, 0.2, 0.8])
+    return float(med), float(q20), float(q80)
+
+
+def timeit(fn: Callable, reps: int = 5) -> float:
+    """The median of `timing`."""
+    return timing(fn, reps)[0]
+
+
+def peak_mib(fn: Callable) -> float:
+    """Peak CUDA memory allocated during one call, beyond what was allocated before it (MiB); NaN on CPU."""
+    if not ON_GPU:
+        return float("nan")
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    fn()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - before) / 2**20
+
+
+def timed(row: dict, ref: Callable, kernel: Callable, reps: int = 5, **extra: Callable) -> dict:
+    """`row` with the reference's and the kernel's timings and peak memory (and any extra arms')."""
+    for name, fn in (("ref", ref), ("kernel", kernel), *extra.items()):
+        row[f"ms_{name}"], row[f"ms_{name}_q20"], row[f"ms_{name}_q80"] = timing(fn, reps)
+        row[f"peak_mib_{name}"] = peak_mib(fn)
+    return row
+
+
+def environment() -> dict:
+    """What a GPU owner needs to compare: GPU, driver, CUDA, torch, Triton (and the CPU case)."""
+    import platform
+
+    env = {"torch": torch.__version__, "triton": __import__("triton").__version__, "cuda": torch.version.cuda,
+           "gpu": torch.cuda.get_device_name(0) if ON_GPU else None, "driver": None,
+           "cpu": platform.processor() or platform.machine()}
+    if ON_GPU:
+        import subprocess
+
+        try:
+            env["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                           capture_output=True, text=True, timeout=30).stdout.strip().splitlines()[0]
+        except Exception:  # noqa: BLE001 - no nvidia-smi: the driver stays unknown
+            env["driver"] = None
+    return env
 
 
 def copy_bandwidth_gbs() -> float | None:
@@ -69,9 +120,9 @@ def bench_gmm(N, D, C=16, B=4):
     args = (x, mask, pi, mu, var, m, 1e-3, 0.1)
     out, ref = gmm_estep(*args), gmm_estep_reference(*args)
     bytes_moved = 2 * x.numel() * 4  # X is read twice
-    return dict(kernel="gmm_estep", size=f"B={B} N={N} d={D} C={C}", n=N, err=rel_err(out, ref),
-                ms_ref=timeit(lambda: gmm_estep_reference(*args)), ms_kernel=timeit(lambda: gmm_estep(*args)),
-                bytes=bytes_moved)
+    return timed(dict(kernel="gmm_estep", phase="forward", size=f"B={B} N={N} d={D} C={C}", n=N,
+                      err=rel_err(out, ref), bytes=bytes_moved),
+                 lambda: gmm_estep_reference(*args), lambda: gmm_estep(*args))
 
 
 def bench_sinkhorn(B, n=16, m=50, iters=1000):
@@ -96,10 +147,10 @@ def bench_sinkhorn(B, n=16, m=50, iters=1000):
     import warnings
 
     warnings.filterwarnings("ignore", category=UserWarning)
-    return dict(kernel="sinkhorn_unbalanced", size=f"B={B} {n}x{m}", n=B, err=rel_err(out, ref),
-                ms_ref=timeit(lambda: sinkhorn_unbalanced_reference(a, b, M, num_iter_max=iters), reps=1),
-                ms_kernel=timeit(lambda: sinkhorn_unbalanced(a, b, M, num_iter_max=iters), reps=1),
-                ms_pot=timeit(pot_loop, reps=1), bytes=M.numel() * 8 * 2)
+    return timed(dict(kernel="sinkhorn_unbalanced", phase="forward", size=f"B={B} {n}x{m}", n=B,
+                      err=rel_err(out, ref), bytes=M.numel() * 8 * 2),
+                 lambda: sinkhorn_unbalanced_reference(a, b, M, num_iter_max=iters),
+                 lambda: sinkhorn_unbalanced(a, b, M, num_iter_max=iters), reps=3, pot=pot_loop)
 
 
 def bench_motion(B, T=8, L=196, D=768, P=512, C=3):
@@ -116,12 +167,14 @@ def bench_motion(B, T=8, L=196, D=768, P=512, C=3):
     out, ref = tri.motion_select(emb, pixels, noise), ref_mod.motion_select(emb, pixels, noise)
     n_tgt = out[2].shape[1]
     bytes_moved = emb.numel() * 4 * 2 + B * n_tgt * P * C * 4 * 2
-    return dict(kernel="motion_select", size=f"B={B} N={T * L} D={D}", n=T * L, err=rel_err(out[3], ref[3]),
-                ms_ref=timeit(lambda: ref_mod.motion_select(emb, pixels, noise)),
-                ms_kernel=timeit(lambda: tri.motion_select(emb, pixels, noise)), bytes=bytes_moved)
+    return timed(dict(kernel="motion_select", phase="forward", size=f"B={B} N={T * L} D={D}", n=T * L,
+                      err=rel_err(out[3], ref[3]), bytes=bytes_moved),
+                 lambda: ref_mod.motion_select(emb, pixels, noise), lambda: tri.motion_select(emb, pixels, noise))
 
 
-def bench_lora(M, K, N, r=16):
+def bench_lora(M, K, N, r=16, backward: bool = False):
+    """Correctness only (no paper calls lora_linear, so no speed claim): the forward, or forward and
+    backward with the grads of x, A and B (err: the largest relative error of y and the grads)."""
     from kernels.lora_linear import lora_linear_reference
     from kernels.lora_linear.triton_kernel import LoRALinearFn
 
@@ -129,27 +182,39 @@ def bench_lora(M, K, N, r=16):
     g = torch.Generator().manual_seed(0)
     x, w = torch.randn(M, K, generator=g).to(dev), torch.randn(N, K, generator=g).to(dev) / K**0.5
     a, b = torch.randn(r, K, generator=g).to(dev) / K**0.5, torch.randn(N, r, generator=g).to(dev)
-    with torch.no_grad():
-        out, ref = LoRALinearFn.apply(x, w, None, a, b, 0.5), lora_linear_reference(x, w, None, a, b, 0.5)
-        return dict(kernel="lora_linear", size=f"M={M} K={K} N={N} r={r}", n=M, err=rel_err(out, ref),
-                    ms_ref=timeit(lambda: lora_linear_reference(x, w, None, a, b, 0.5)),
-                    ms_kernel=timeit(lambda: LoRALinearFn.apply(x, w, None, a, b, 0.5)),
-                    bytes=(M * K + N * K + M * N) * 4)
+    row = dict(kernel="lora_linear", phase="forward+backward" if backward else "forward",
+               size=f"M={M} K={K} N={N} r={r}", n=M, bytes=(M * K + N * K + M * N) * 4)
+    if not backward:
+        with torch.no_grad():
+            row["err"] = rel_err(LoRALinearFn.apply(x, w, None, a, b, 0.5), lora_linear_reference(x, w, None, a, b, 0.5))
+        return timed(row, lambda: lora_linear_reference(x, w, None, a, b, 0.5),
+                     lambda: LoRALinearFn.apply(x, w, None, a, b, 0.5))
+    x, a, b = (t.requires_grad_(True) for t in (x, a, b))
+    gy = torch.randn(M, N, generator=g).to(dev)
+
+    def step(fn):
+        y = fn(x, w, None, a, b, 0.5)
+        return (y.detach(), *torch.autograd.grad(y, (x, a, b), gy))
+
+    row["err"] = rel_err(step(LoRALinearFn.apply), step(lora_linear_reference))
+    return timed(row, lambda: step(lora_linear_reference), lambda: step(LoRALinearFn.apply))
 
 
 def sweep(quick: bool) -> list[dict]:
     """GPU: the claims' sizes. CPU/quick: small sizes the interpreter finishes in seconds."""
     if ON_GPU and not quick:
         return ([bench_gmm(n, 1024) for n in (10_000, 30_000, 100_000)] + [bench_sinkhorn(128)]
-                + [bench_motion(8)] + [bench_lora(m, 1024, 1024) for m in (4096, 16384)])
+                + [bench_motion(8)] + [bench_lora(64, 64, 48, r=4, backward=bw) for bw in (False, True)])
     return [bench_gmm(200, 64, B=2), bench_gmm(333, 37, C=5, B=1), bench_sinkhorn(2, iters=100),
-            bench_motion(1, T=4, L=16, D=64, P=32), bench_lora(64, 64, 48, r=4)]
+            bench_motion(1, T=4, L=16, D=64, P=32), bench_lora(64, 64, 48, r=4),
+            bench_lora(64, 64, 48, r=4, backward=True)]
 
 
 def run(out: Path | None, quick: bool = False, rule: str | None = None) -> pd.DataFrame:
     rows = sweep(quick)
     bw = copy_bandwidth_gbs()
     device = torch.cuda.get_device_name(0) if ON_GPU else "cpu (Triton interpreter)"
+    env = environment()
     for row in rows:
         row["speedup"] = row["ms_ref"] / row["ms_kernel"]
         if "ms_pot" in row:
@@ -158,9 +223,8 @@ def run(out: Path | None, quick: bool = False, rule: str | None = None) -> pd.Da
         row["bw_fraction"] = row["achieved_gbs"] / bw if bw else float("nan")
         row["copy_gbs"] = bw
         row["device"] = device
-        row["speed_result"] = ON_GPU
-        row["triton"] = __import__("triton").__version__
-        row["torch"] = torch.__version__
+        row["speed_result"] = ON_GPU and row["kernel"] != "lora_linear"   # lora_linear: correctness only
+        row.update(env)
     df = pd.DataFrame(rows)
     if out is not None:
         write_text(out, df.to_csv(index=False))
@@ -180,7 +244,6 @@ def claims_metrics(cpu: pd.DataFrame, gpu_csv: Path | None) -> dict:
             "gmm_estep_speedup": float(by["gmm_estep"]["speedup"].min()),
             "sinkhorn_speedup_vs_pot": float(by["sinkhorn_unbalanced"]["speedup_vs_pot"].min()),
             "motion_select_speedup": float(by["motion_select"]["speedup"].min()),
-            "lora_linear_speedup": float(by["lora_linear"]["speedup"].min()),
             "motion_select_bw_fraction": float(by["motion_select"]["bw_fraction"].min()),
             "max_rel_err": float(gpu["err"].max()),
         }

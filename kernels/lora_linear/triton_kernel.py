@@ -59,10 +59,14 @@ class LoRALinearFn(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_y):
+        """Only the grads autograd asks for (`needs_input_grad`): x, W, b, A, B; None for the rest."""
         x2d, weight, lora_a, lora_b = ctx.saved_tensors
-        gy = grad_y.reshape(-1, weight.shape[0])
-        gyb = gy @ lora_b                                               # [M, r]
-        grad_x = (gy @ weight + ctx.scale * gyb @ lora_a).reshape(ctx.shape)
-        grad_a = ctx.scale * gyb.T @ x2d                                # [r, K]
-        grad_b = ctx.scale * gy.T @ (x2d @ lora_a.T)                    # [N, r]
-        return grad_x, None, None, grad_a, grad_b, None
+        need_x, need_w, need_bias, need_a, need_b, _ = ctx.needs_input_grad
+        gy = grad_y.reshape(-1, weight.shape[0])                        # [M, N]
+        gyb = gy @ lora_b if (need_x or need_a) else None               # [M, r]
+        grad_x = (gy @ weight + ctx.scale * gyb @ lora_a).reshape(ctx.shape) if need_x else None
+        grad_w = gy.T @ x2d if need_w else None                         # [N, K]
+        grad_bias = gy.sum(0) if need_bias else None                    # [N]
+        grad_a = ctx.scale * gyb.T @ x2d if need_a else None            # [r, K]
+        grad_b = ctx.scale * gy.T @ (x2d @ lora_a.T) if need_b else None   # [N, r]
+        return grad_x, grad_w, grad_bias, grad_a, grad_b, None

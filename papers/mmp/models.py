@@ -91,14 +91,18 @@ def ot_cost(z_h: torch.Tensor, z_p: torch.Tensor) -> torch.Tensor:
 def batched_ot_plans(z_h: torch.Tensor, z_p: torch.Tensor, reg: float, reg_m: float, num_iter_max: int,
                      stop_thr: float) -> torch.Tensor:
     """Plans [B, C, P] of a batch of patients in one batched unbalanced Sinkhorn (float64,
-    uniform marginals, differentiable by unrolled autograd): `kernels.sinkhorn_unbalanced`."""
+    uniform marginals): `kernels.sinkhorn_unbalanced`. In training, its torch reference, differentiable
+    by unrolled autograd; without gradients (prediction, evaluation) on a machine with CUDA, the
+    problems go to the GPU and its Triton forward solves them (the models themselves stay on the CPU)."""
     from kernels.sinkhorn_unbalanced import sinkhorn_unbalanced
 
     cost = ot_cost(z_h, z_p)
+    if torch.cuda.is_available() and not (torch.is_grad_enabled() and cost.requires_grad):
+        cost = cost.cuda()
     b, c, p = cost.shape
     a = torch.full((b, c), 1.0 / c, dtype=torch.float64, device=cost.device)
     w = torch.full((b, p), 1.0 / p, dtype=torch.float64, device=cost.device)
-    return sinkhorn_unbalanced(a, w, cost, reg, reg_m, num_iter_max, stop_thr).to(z_h.dtype)
+    return sinkhorn_unbalanced(a, w, cost, reg, reg_m, num_iter_max, stop_thr).to(z_h.device, z_h.dtype)
 
 
 def unbalanced_ot_plan(z_h: torch.Tensor, z_p: torch.Tensor, reg: float, reg_m: float,

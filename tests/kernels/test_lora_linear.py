@@ -16,16 +16,32 @@ def test_forward_and_backward_match_reference(shape, K, N, r):
     g = torch.Generator().manual_seed(0)
     x, w, bias = torch.randn(*shape, K, generator=g), torch.randn(N, K, generator=g), torch.randn(N, generator=g)
     a, b = torch.randn(r, K, generator=g), torch.randn(N, r, generator=g)
-    x, w, bias, a, b = (t.to(DEVICE) for t in (x, w, bias, a, b))
-    x, a, b = (t.requires_grad_(True) for t in (x, a, b))
+    x, w, bias, a, b = (t.to(DEVICE).requires_grad_(True) for t in (x, w, bias, a, b))
     y = LoRALinearFn.apply(x, w, bias, a, b, 0.5)
     y_ref = lora_linear_reference(x, w, bias, a, b, 0.5)
     torch.testing.assert_close(y, y_ref, rtol=1e-4, atol=1e-4)
     gy = torch.randn_like(y)
-    grads = torch.autograd.grad(y, (x, a, b), gy)
-    grads_ref = torch.autograd.grad(y_ref, (x, a, b), gy)
+    grads = torch.autograd.grad(y, (x, w, bias, a, b), gy)
+    grads_ref = torch.autograd.grad(y_ref, (x, w, bias, a, b), gy)
     for u, v in zip(grads, grads_ref):
         torch.testing.assert_close(u, v, rtol=1e-4, atol=1e-4)
+
+
+def test_backward_computes_only_the_grads_asked_for():
+    """needs_input_grad: frozen W and b (an adapter) and an x without grad get None (no matmul for them)."""
+    g = torch.Generator().manual_seed(0)
+    x, w, bias = torch.randn(6, 12, generator=g), torch.randn(10, 12, generator=g), torch.randn(10, generator=g)
+    a = torch.randn(3, 12, generator=g).requires_grad_(True)
+    b = torch.randn(10, 3, generator=g).requires_grad_(True)
+    x, w, bias = (t.to(DEVICE) for t in (x, w, bias))
+    a, b = (t.to(DEVICE).detach().requires_grad_(True) for t in (a, b))
+    y = LoRALinearFn.apply(x, w, bias, a, b, 0.5)
+    y.sum().backward()
+    assert a.grad is not None and b.grad is not None and w.grad is None and bias.grad is None and x.grad is None
+    ref_a, ref_b = (t.detach().clone().requires_grad_(True) for t in (a, b))
+    lora_linear_reference(x, w, bias, ref_a, ref_b, 0.5).sum().backward()
+    torch.testing.assert_close(a.grad, ref_a.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(b.grad, ref_b.grad, rtol=1e-4, atol=1e-4)
 
 
 def test_dispatcher_without_bias():
