@@ -71,6 +71,26 @@ def tiny_clip_text_encoder(tokenizer, width: int = 16):
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id))
 
 
+def write_tiny_clip(folder, seed: int = 0):
+    """A randomly initialised CLIP (1 layer, 32-d, 32² images) with `tiny_clip_tokenizer`, saved as the
+    transformers model + processor folder that a CLIP score reads (`CLIPModel`/`CLIPProcessor`)."""
+    import torch
+    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor
+
+    tok = tiny_clip_tokenizer()
+    image = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+    CLIPProcessor(image_processor=image, tokenizer=tok).save_pretrained(folder)
+    cfg = CLIPConfig(projection_dim=16,
+                     text_config=dict(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                      num_attention_heads=2, max_position_embeddings=77, bos_token_id=tok.bos_token_id,
+                                      eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id),
+                     vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                        image_size=32, patch_size=8))
+    torch.manual_seed(seed)
+    CLIPModel(cfg).eval().save_pretrained(folder)
+    return Path(folder)
+
+
 def parser(paper: str) -> argparse.ArgumentParser:
     """The command line of `python -m papers.<paper>.rehearsal_assets --out DIR`."""
     p = argparse.ArgumentParser(prog=f"python -m papers.{paper}.rehearsal_assets",

@@ -3,7 +3,8 @@ folder with random weights at tiny widths (what `StableDiffusionInstructPix2PixP
 writes for timbrooks/instruct-pix2pix: model_index.json, unet/ with 8 input channels, vae/,
 text_encoder/ and tokenizer/ (CLIP's classes; the CLIP text encoder of `text.clip_path` is read from
 the same folder), scheduler/ (Euler ancestral)), a folder of scenery-style PNGs (some not square), and
-the concept pool file: real instruction prompts, one a line (`concepts.pool_file`).
+the concept pool file: real instruction prompts, one a line (`concepts.pool_file`); and stand-ins for the
+metrics' weights: a TorchScript InceptionV3 (FID/KID) and a tiny CLIP model folder (CLIP score).
 """
 from __future__ import annotations
 
@@ -73,6 +74,11 @@ def main(argv=None) -> None:
     out = Path(args.out)
     pipe = write_instruct_pix2pix(out)
     images = write_images(out / "scenery", cfg.data.n_inputs, 2 * cfg.data.resolution)
+    from shared.image_metrics import write_stand_in_inception
+    from shared.rehearsal import write_tiny_clip
+
+    write_stand_in_inception(out / "inception-2015-12-05.pt")
+    write_tiny_clip(out / "clip-vit-large-patch14")
     pool = out / "concepts.txt"
     pool.write_text("# instruction prompts of the known-concept pool, one a line\n" + "\n".join(POOL) + "\n")
     written = (str(pipe.resolve()), str(images.resolve()), str(pool.resolve()))

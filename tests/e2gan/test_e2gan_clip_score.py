@@ -13,27 +13,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 def tiny_clip(folder: Path) -> Path:
     """A randomly initialised CLIP (1 layer, 32-d, 32² images) with a byte-level tokenizer, saved as a
-    transformers model + processor folder, as `metrics.clip_path` expects."""
-    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor, CLIPTokenizer
+    transformers model + processor folder, as `metrics.clip_path` expects (the rehearsal's stand-in)."""
+    from shared.rehearsal import write_tiny_clip
 
-    # byte-level BPE with no merges: every byte is a token (GPT-2's printable map of the 256 bytes)
-    printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
-    extra = iter(range(256, 512))
-    chars = [chr(b) if b in printable else chr(next(extra)) for b in range(256)]
-    vocab = {t: i for i, t in enumerate(chars + [c + "</w>" for c in chars] + ["<|startoftext|>", "<|endoftext|>"])}
-    tok = CLIPTokenizer(vocab=vocab, merges=[])
-    image = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
-    CLIPProcessor(image_processor=image, tokenizer=tok).save_pretrained(folder)
-    cfg = CLIPConfig(projection_dim=16,
-                     text_config=dict(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                      num_attention_heads=2, max_position_embeddings=77,
-                                      bos_token_id=vocab["<|startoftext|>"], eos_token_id=vocab["<|endoftext|>"],
-                                      pad_token_id=vocab["<|endoftext|>"]),
-                     vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                                        image_size=32, patch_size=8))
-    torch.manual_seed(0)
-    CLIPModel(cfg).eval().save_pretrained(folder)
-    return folder
+    return write_tiny_clip(folder)
 
 
 def reference_scores(folder: Path, images: np.ndarray, prompts: list[str]) -> np.ndarray:
