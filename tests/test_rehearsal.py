@@ -92,6 +92,11 @@ def test_full_profile_rehearsal_runs_offline(tmp_path):
                 sidecar = art.with_name(art.name + ".provenance.json")
                 assert sidecar.is_file(), f"no provenance for {art}"
                 assert json.loads(sidecar.read_text())["profile"] in ("full", "rehearsal")
+    # the full profile's paper metrics on stand-in weights, floors included (E2GAN's zero-shot floor once had none)
+    arms = json.loads((root / "e2gan" / "metrics" / "concept_table.json").read_text())["arms"]
+    assert all(arms[a]["fid"]["values"][0] >= 0 for a in ("floor_zero_shot", "lora_searched", "full_ft"))
+    p2l = json.loads((root / "p2l" / "metrics" / "main_sr.json").read_text())["methods"]
+    assert all(p2l[m]["fid"]["values"][0] >= 0 for m in ("ldps", "psld", "p2l"))
     ledger = json.loads((root / "claims.json").read_text())
     assert ledger["profile"] == "rehearsal"
     assert {c["status"] for c in ledger["claims"]} == {"NOT RUN"}                 # stand-ins decide nothing
