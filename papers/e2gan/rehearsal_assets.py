@@ -45,35 +45,28 @@ def write_instruct_pix2pix(folder: str | Path, seed: int = 0) -> Path:
     return path
 
 
-def write_images(folder: str | Path, n: int, size: int, seed: int = 0) -> Path:
-    """n PNGs: a sky gradient over a ground band with random colours; every third one wider than tall."""
+def scenery(h: int, w: int, rng):
+    """A sky gradient over a noisy ground band, random colours, in [0, 1]."""
     import numpy as np
-    from PIL import Image
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    for i in range(n):
-        h, w = size, size + (size // 2 if i % 3 == 2 else 0)
-        sky, ground = rng.uniform(0, 1, 3), rng.uniform(0, 1, 3)
-        t = np.linspace(0, 1, h)[:, None, None]
-        img = np.broadcast_to(sky * (1 - 0.5 * t), (h, w, 3)).copy()
-        horizon = int(h * rng.uniform(0.5, 0.8))
-        img[horizon:] = ground + rng.normal(0, 0.05, (h - horizon, w, 3))
-        Image.fromarray((np.clip(img, 0, 1) * 255).astype(np.uint8)).save(folder / f"scenery_{i:04d}.png")
-    return folder
+    sky, ground = rng.uniform(0, 1, 3), rng.uniform(0, 1, 3)
+    t = np.linspace(0, 1, h)[:, None, None]
+    img = np.broadcast_to(sky * (1 - 0.5 * t), (h, w, 3)).copy()
+    horizon = int(h * rng.uniform(0.5, 0.8))
+    img[horizon:] = ground + rng.normal(0, 0.05, (h - horizon, w, 3))
+    return img
 
 
 def main(argv=None) -> None:
     """`python -m papers.e2gan.rehearsal_assets --out DIR`: pipeline, images, pool file, DIR/overlay.yaml."""
-    from shared.rehearsal import parser, rehearsal_config, write_overlay
+    from shared.rehearsal import parser, rehearsal_config, write_images, write_overlay
 
     args = parser("e2gan").parse_args(argv)
     config = Path(__file__).with_name("config.yaml")
     cfg = rehearsal_config(config, args.out)
     out = Path(args.out)
     pipe = write_instruct_pix2pix(out)
-    images = write_images(out / "scenery", cfg.data.n_inputs, 2 * cfg.data.resolution)
+    images = write_images(out / "scenery", cfg.data.n_inputs, 2 * cfg.data.resolution, scenery, "scenery_{:04d}.png")
     from shared.image_metrics import write_stand_in_inception
     from shared.rehearsal import write_tiny_clip
 

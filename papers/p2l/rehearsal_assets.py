@@ -49,31 +49,23 @@ def write_stable_diffusion(folder: str | Path, image_size: int, seed: int = 0) -
     return folder / "stable-diffusion-v1-5"
 
 
-def write_images(folder: str | Path, n: int, size: int, seed: int = 0) -> Path:
-    """n smooth random RGB PNGs, FFHQ-named; every third one wider than tall (a crop must not squash it)."""
-    from PIL import Image
-
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    for i in range(n):
-        h, w = size, size + (size // 2 if i % 3 == 2 else 0)
-        yy, xx = np.mgrid[0:h, 0:w] / size
-        img = np.stack([np.sin(2 * np.pi * (rng.uniform(0.5, 2) * xx + rng.uniform(0.5, 2) * yy) + rng.uniform(0, 6))
-                        for _ in range(3)], -1)
-        Image.fromarray(((img + 1) * 127.5).astype(np.uint8)).save(folder / f"{i:05d}.png")
-    return folder
+def smooth_image(h: int, w: int, rng) -> np.ndarray:
+    """Three random plane waves, one per channel, in [0, 1]."""
+    yy, xx = np.mgrid[0:h, 0:w] / h
+    img = np.stack([np.sin(2 * np.pi * (rng.uniform(0.5, 2) * xx + rng.uniform(0.5, 2) * yy) + rng.uniform(0, 6))
+                    for _ in range(3)], -1)
+    return (img + 1) / 2
 
 
 def main(argv=None) -> None:
     """`python -m papers.p2l.rehearsal_assets --out DIR`: the pipeline folder, the images, DIR/overlay.yaml."""
-    from shared.rehearsal import parser, rehearsal_config, write_overlay
+    from shared.rehearsal import parser, rehearsal_config, write_images, write_overlay
 
     args = parser("p2l").parse_args(argv)
     config = Path(__file__).with_name("config.yaml")
     cfg = rehearsal_config(config, args.out)
     sd = write_stable_diffusion(args.out, cfg.image_size)
-    images = write_images(Path(args.out) / "ffhq", cfg.data.n_val + cfg.data.n_test, cfg.image_size)
+    images = write_images(Path(args.out) / "ffhq", cfg.data.n_val + cfg.data.n_test, cfg.image_size, smooth_image)
     from shared.image_metrics import write_stand_in_inception
 
     write_stand_in_inception(Path(args.out) / "inception-2015-12-05.pt")
