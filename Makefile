@@ -49,10 +49,10 @@ TEST_WORKERS ?= 2
 test: install
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal --durations=25
 
-# The full profile's rehearsal workflow, offline, with its checks (tests/test_rehearsal.py; ~6 min on
-# 2 cores: its own CI step, outside make test's budget).
+# The full profile's rehearsal workflow alone, offline, with its checks (tests/test_rehearsal.py, part of
+# make test; ~3 min on 2 cores with warm starts).
 test-rehearsal: install
-	REPRO_REHEARSAL=1 $(PY) -m pytest -q tests/test_rehearsal.py --durations=0
+	$(PY) -m pytest -q tests/test_rehearsal.py --durations=0
 
 test-fast: install
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not workflow"

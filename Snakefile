@@ -8,8 +8,12 @@
 # registers its metric parts in PAPER_METRICS and its figures/tables in PAPER_TARGETS.
 # Config keys: profile (smoke|tiny|full), results (root folder), papers_dir (where papers live);
 # everest_trainer (papers/everest/rules.smk); rehearsal, rehearsal_device (the full profile's rehearsal).
+import hashlib
+import os
 import shlex
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 PROFILES = ["smoke", "tiny", "full"]
@@ -70,7 +74,7 @@ def experiment_cmd(paper, experiment, launcher="", overrides=()):
     overlay = f" --overlay {rehearsal_overlay(paper)}" if REHEARSAL else ""
     if REHEARSAL and REHEARSAL_DEVICE:
         sets += f" --set device={shlex.quote(str(REHEARSAL_DEVICE))}"
-    return (f"OMP_NUM_THREADS=1 {launcher}{PY} -m papers.{paper} {experiment} --profile {PROFILE} "
+    return (f"OMP_NUM_THREADS=1 {launcher}{PYM} papers.{paper} {experiment} --profile {PROFILE} "
             f"--out {RESULTS}/{paper} --rule {{rule}}{overlay}{sets}")
 
 
@@ -78,6 +82,13 @@ def experiment_cmd(paper, experiment, launcher="", overrides=()):
 # default-resources, and the plugin passes them on to the job's own snakemake, so the rules read the
 # same answer on both sides. A local run (`--cores N`) has none. Only the srun launch depends on it.
 ON_SLURM = "slurm_partition" in (workflow.resource_settings.default_resources or {})
+# Warm starts (shared/warm.py): a local run's experiment jobs fork from one server that has imported
+# torch and Lightning once, instead of ~3-6 CPU-s of imports each; same commands, same results, a cold
+# start whenever the server is not up. On in a rehearsal and with --config warm=1 (the test suite's
+# smoke run); off by default, because snakemake's benchmark: files then measure the client, not the job.
+WARM = str(config.get("warm", "1" if REHEARSAL else "0")).lower() in ("1", "true", "yes") and not ON_SLURM
+WARM_SOCKET = Path(tempfile.gettempdir()) / f"repro-warm-{hashlib.sha1(str(Path(RESULTS).resolve()).encode()).hexdigest()[:12]}.sock"
+PYM = f"{PY} -m shared.warm {WARM_SOCKET} -m" if WARM else f"{PY} -m"
 # srun with the task geometry Lightning checks, read from the job's own resources so that a
 # --set-resources change (a GPU type in gres, more CPUs) reaches the sbatch request and the step alike.
 SRUN_TASKS = ("{resources.mpi} --nodes={resources.nodes} --ntasks-per-node={resources.tasks_per_node} "
@@ -122,7 +133,7 @@ rule all:
         f"{RESULTS}/overview.ipynb",
 
 
-REHEARSAL_ASSETS_CMD = " && ".join(f"OMP_NUM_THREADS=1 {PY} -m papers.{p}.rehearsal_assets --out {ASSETS}/{p}"
+REHEARSAL_ASSETS_CMD = " && ".join(f"OMP_NUM_THREADS=1 {PYM} papers.{p}.rehearsal_assets --out {ASSETS}/{p}"
                                    for p in PAPERS)
 if REHEARSAL:
     rule rehearsal_assets:
@@ -178,3 +189,29 @@ rule overview_notebook:
         "{PAPERMILL} {input.nb} {output[0]} --cwd {RESULTS} "
         "-p profile {PROFILE} -p results_dir $(realpath {RESULTS}) > {log} 2>&1 && "
         "{PY} -m shared.provenance {output[0]} --profile {PROFILE} --rule {rule}"
+
+
+# The warm-start server's life is this run's (see WARM): up before the first job, down after the last;
+# it also exits by itself once this process is gone (a killed run). Its log: <results>/logs/warm.log.
+_WARM_SERVER = []
+# a one-thread job's environment as snakemake's shell() makes it (thread counts, the tmpdir resource):
+# the server imports under it, and serves only jobs whose environment is the same
+WARM_ENV = {**os.environ, **dict.fromkeys(("OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                           "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS"), "1"),
+            **dict.fromkeys(("TMPDIR", "TMP", "TEMPDIR", "TEMP"), tempfile.gettempdir())}
+
+onstart:
+    if WARM:
+        Path(f"{RESULTS}/logs").mkdir(parents=True, exist_ok=True)
+        with open(f"{RESULTS}/logs/warm.log", "w") as _log:
+            _WARM_SERVER.append(subprocess.Popen(
+                [PY, "-m", "shared.warm", "serve", str(WARM_SOCKET), "--parent", str(os.getpid())],
+                env=WARM_ENV, stdout=_log, stderr=_log, start_new_session=True))
+
+onsuccess:
+    for _server in _WARM_SERVER:
+        _server.terminate()
+
+onerror:
+    for _server in _WARM_SERVER:
+        _server.terminate()

@@ -39,8 +39,9 @@ WORKFLOW_ENV = {**{k: v for k, v in os.environ.items() if k not in ("TRITON_INTE
 
 
 def snakemake(results: Path, *extra: str, papers_dir: Path | None = None, dry: bool = False):
-    """`snakemake --config profile=smoke results=...` from the repo root (a dry run with dry=True)."""
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--nolock", "--config", "profile=smoke",
+    """`snakemake --config profile=smoke results=...` from the repo root (a dry run with dry=True), with
+    warm starts (shared/warm.py): the kill tests check that its results equal cold processes' results."""
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--nolock", "--config", "profile=smoke", "warm=1",
            f"results={results}", *([f"papers_dir={papers_dir}"] if papers_dir else []), *extra]
     if dry:
         cmd.append("-n")
@@ -81,7 +82,8 @@ def smoke_every_paper(tmp_path_factory, request):
     return results, subprocess.CompletedProcess(done["args"], done["returncode"], done["stdout"], done["stderr"])
 
 
-FIRST = ("tests/test_slurm.py",)   # mostly waiting on the SLURM controller: started first, it overlaps the rest
+# started first, they overlap the rest: SLURM's tests mostly wait on its controller, the rehearsal is long
+FIRST = ("tests/test_slurm.py", "tests/test_rehearsal.py")
 
 
 def pytest_collection_modifyitems(config, items):

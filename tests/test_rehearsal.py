@@ -5,8 +5,8 @@ downloaded: HF_HUB_OFFLINE=1, and a socket guard (a sitecustomize on PYTHONPATH,
 process of the run) refuses and records any connection or name lookup beyond this machine. The
 ledger of a rehearsal decides nothing (every claim NOT RUN, its value shown): stand-ins are not evidence.
 
-It takes about 6 min on 2 cores, so it runs as its own CI step (`make test-rehearsal`, which sets
-REPRO_REHEARSAL=1; `.ci/run` calls it after `make test`), not inside `make test`'s 20-minute budget."""
+Part of `make test` (REPRO_REHEARSAL=0 leaves it out; `make test-rehearsal` runs it alone). Its ~75
+experiment jobs start warm (shared/warm.py, on in a rehearsal): the server runs under the socket guard too."""
 import json
 import os
 import subprocess
@@ -18,9 +18,8 @@ import pytest
 from conftest import REPO
 from conftest import WORKFLOW_ENV as ENV
 
-pytestmark = [pytest.mark.rehearsal,
-              pytest.mark.skipif(os.environ.get("REPRO_REHEARSAL") != "1",
-                                 reason="the full-profile rehearsal: make test-rehearsal (REPRO_REHEARSAL=1)")]
+pytestmark = [pytest.mark.rehearsal, pytest.mark.workflow,
+              pytest.mark.skipif(os.environ.get("REPRO_REHEARSAL") == "0", reason="REPRO_REHEARSAL=0: left out")]
 
 SOCKET_GUARD = '''
 import os, socket
