@@ -172,16 +172,45 @@ def load_classifier(cfg, out: Path) -> AttributeClassifier | None:
     return clf.eval().requires_grad_(False)
 
 
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg"}
+
+
+def image_files(cfg) -> list[Path]:
+    """The full profile's evaluation images in order: those `full.images_list` names (an ImageNet-style
+    split file: one path per line relative to images_path, a label after it allowed; '#' comments), or
+    else every image under `full.images_path`, class folders included, sorted by relative path."""
+    folder = require_path(cfg.full.images_path, what="the evaluation images (FFHQ-style folder, or ImageNet val "
+                          "with class folders)", fetch="FFHQ 512×512 images (github.com/NVlabs/ffhq-dataset) or "
+                          "ImageNet's validation set", config_key="full.images_path")
+    listing = cfg.full.get("images_list")
+    if not listing:
+        return sorted((p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES),
+                      key=lambda p: p.relative_to(folder).as_posix())
+    listing = require_path(listing, what="the split list (e.g. ImageNet ctest10k / val-1k)",
+                           fetch="the split's list file", config_key="full.images_list")
+    names = [line.split()[0] for line in listing.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    files = [folder / name for name in names]
+    missing = [f for f in files if not f.is_file()]
+    if missing:
+        raise MissingAssetError(f"{len(missing)} of the {len(files)} images that {listing} names are not under "
+                                f"{folder} (first: {missing[0].relative_to(folder)}): point `full.images_path` at "
+                                "the folder the list is relative to.")
+    return files
+
+
 def load_images(cfg, split: str, n: int) -> dict:
-    """The tiny profile's captioned shapes, or (full) the first n images of a local folder."""
+    """The tiny profile's captioned shapes, or (full) n images of `image_files`: the first n_val for
+    validation (tuning), the next ones for the test."""
     if not cfg.full.images_path:
         return make_split(cfg.seed, split, n, cfg.image_size)
     from PIL import Image, ImageOps
 
-    folder = require_path(cfg.full.images_path, what="the evaluation images (FFHQ-style folder of PNG/JPG)",
-                          fetch="FFHQ 512×512 images (github.com/NVlabs/ffhq-dataset)", config_key="full.images_path")
-    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in {".png", ".jpg", ".jpeg"})
+    files = image_files(cfg)
     offset = 0 if split == "val" else cfg.data.n_val
+    if len(files) < offset + n:
+        raise MissingAssetError(f"The {split} split needs images {offset + 1}–{offset + n} of the evaluation set, "
+                                f"but {cfg.full.images_list or cfg.full.images_path} has {len(files)}: lower "
+                                "`data.n_val`/`data.n_test` or add images.")
     files = files[offset:offset + n]
     # centre crop to a square, then resize (PIL's ImageOps.fit): a non-square image is not squashed
     size = (cfg.image_size, cfg.image_size)

@@ -8,7 +8,8 @@ blocks (8x down), CLIPTextModel, CLIPTokenizer, PNDMScheduler with SD's
 betas) at tiny widths. It has no safety checker or feature extractor (the loader passes
 safety_checker=None for the real folder too). The images are PNGs named as FFHQ's (00000.png, ...),
 some not square, so the loader's aspect-keeping crop is exercised; and a TorchScript stand-in for the
-InceptionV3 file that the full profile's FID reads.
+InceptionV3 file that the full profile's FID reads. Beside them, an ImageNet-style set (class folders,
+a split list; `full.images_list`), which the tests read; the rehearsal itself runs on the FFHQ folder.
 """
 from __future__ import annotations
 
@@ -57,6 +58,28 @@ def smooth_image(h: int, w: int, rng) -> np.ndarray:
     return (img + 1) / 2
 
 
+def write_imagenet_split(folder: str | Path, n: int, size: int, seed: int = 1) -> Path:
+    """An ImageNet-style evaluation set: `val/<wnid>/ILSVRC2012_val_<8 digits>.JPEG` in class folders and
+    a split list `val_1k.txt` naming n of them, "<wnid>/<file> <label>" per line, in an order that is not
+    the path order (as ctest10k's), plus files the list leaves out. Returns the list file."""
+    from PIL import Image
+
+    folder = Path(folder)
+    rng = np.random.default_rng(seed)
+    wnids = ["n01440764", "n01443537", "n01484850"]
+    names = []
+    for i in range(n + 2):
+        wnid = wnids[i % len(wnids)]
+        name = f"{wnid}/ILSVRC2012_val_{(i * 7919) % 50000 + 1:08d}.JPEG"
+        (folder / "val" / wnid).mkdir(parents=True, exist_ok=True)
+        img = smooth_image(size, size + size // 4, rng)
+        Image.fromarray((img * 255).astype(np.uint8)).save(folder / "val" / name, format="JPEG", quality=95)
+        names.append(f"{name} {wnids.index(wnid)}")
+    listing = folder / "val_1k.txt"
+    listing.write_text("".join(f"{line}\n" for line in names[:n][::-1]))
+    return listing
+
+
 def main(argv=None) -> None:
     """`python -m papers.p2l.rehearsal_assets --out DIR`: the pipeline folder, the images, DIR/overlay.yaml."""
     from shared.rehearsal import parser, rehearsal_config, write_images, write_overlay
@@ -69,6 +92,7 @@ def main(argv=None) -> None:
     from shared.image_metrics import write_stand_in_inception
 
     write_stand_in_inception(Path(args.out) / "inception-2015-12-05.pt")
+    write_imagenet_split(Path(args.out) / "imagenet", cfg.data.n_val + cfg.data.n_test, cfg.image_size)
     if (str(sd.resolve()), str(images.resolve())) != (cfg.full.sd_path, cfg.full.images_path):
         raise ValueError(f"papers/p2l/rehearsal.yaml's full paths differ from the assets written ({sd}, {images})")
     write_overlay(config, args.out)

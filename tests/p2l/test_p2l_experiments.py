@@ -73,3 +73,31 @@ def test_full_profile_images_are_centre_cropped_not_squashed(tmp_path):
     assert test["images"].shape == (1, 3, 8, 8) and test["captions"] is None
     rgb = (test["images"][0] + 1) * 127.5
     assert rgb[0].min() > 200 and rgb[2].max() < 50   # all red: the blue third was cropped away
+
+
+def test_full_profile_reads_an_imagenet_style_split_list(tmp_path):
+    """ImageNet's layout (class folders) with a split list (ctest10k / val-1k style, "<wnid>/<file> <label>"):
+    the images are the listed ones in the list's order, the first n_val for validation and the next ones
+    for the test; without the list, every image under the folder in path order; a listed file that is
+    missing, or too few images, stops with one line naming it."""
+    from papers.p2l.experiments import image_files, load_images
+    from papers.p2l.rehearsal_assets import write_imagenet_split
+    from shared.assets import MissingAssetError
+
+    listing = write_imagenet_split(tmp_path / "imagenet", 3, 16)
+    root = tmp_path / "imagenet" / "val"
+    sets = ["image_size=8", f"full.images_path={root}", "data.n_val=1"]
+    cfg = load_config(CONFIG, "smoke", [*sets, f"full.images_list={listing}"])
+    listed = [line.split()[0] for line in listing.read_text().splitlines()]
+    assert [f.relative_to(root).as_posix() for f in image_files(cfg)] == listed != sorted(listed)
+    val, test = load_images(cfg, "val", 1), load_images(cfg, "test", 2)
+    assert val["images"].shape == (1, 3, 8, 8) and test["images"].shape == (2, 3, 8, 8)
+    assert not torch.equal(val["images"][0], test["images"][0])
+    unlisted = load_config(CONFIG, "smoke", sets)
+    assert [f.relative_to(root).as_posix() for f in image_files(unlisted)] == sorted(
+        p.relative_to(root).as_posix() for p in root.rglob("*.JPEG")) and len(image_files(unlisted)) == 5
+    with pytest.raises(MissingAssetError, match="has 3"):
+        load_images(cfg, "test", 3)
+    (root / listed[1]).unlink()
+    with pytest.raises(MissingAssetError, match=f"1 of the 3 images .*first: {listed[1]}"):
+        image_files(cfg)
