@@ -220,6 +220,14 @@ def skipped_on_video(cfg, arm: str) -> dict | None:
     return None
 
 
+def schedule(cfg, phase: str, data) -> dict:
+    """A phase's schedule in epochs (`phase`.steps × `phase`.batch clips over the training set), the unit
+    the paper states: the full profile's pre-training, 100k × 24 over UCF101 split 1's 9,537 videos, is
+    ≈ 252 epochs against the paper's 3200, and its fine-tuning ≈ 50 against 100 (README)."""
+    steps, batch, n = int(cfg[phase].steps), int(cfg[phase].batch), len(data)
+    return {"steps": steps, "batch": batch, "train_clips": n, "epochs": steps * batch / n}
+
+
 def run_pretrain(run, arm: str) -> dict:
     cfg = run.cfg
     if (skip := skipped_on_video(cfg, arm)) is not None:
@@ -230,6 +238,9 @@ def run_pretrain(run, arm: str) -> dict:
     for seed in seeds_of(cfg):
         model = initial_autoencoder(cfg, seed)
         data = dataset(cfg, seed, "pretrain", candidates=frames is not None)
+        plan = schedule(cfg, "pretrain", data)
+        print(f"everest: pre-training {arm} (seed {seed}): {plan['steps']} steps × {plan['batch']} clips over "
+              f"{plan['train_clips']} = {plan['epochs']:.1f} epochs", flush=True)
         losses = pretrain(model, data, method, cfg, seed, run.checkpoint_dir(seed_dir(seed)), snaps, device_of(cfg),
                           frames=frames)
         tail = max(1, len(losses) // 10)
@@ -252,7 +263,7 @@ def run_pretrain(run, arm: str) -> dict:
     out = {"method": method, "frames": frames, "seeds": seeds_of(cfg), "steps": len(losses),
            "params": num_params(model), "loss_first": sample(first, "seed"), "loss_final": sample(final, "seed"),
            "encoder_tokens": enc_tokens, "decoder_tokens": dec_tokens, "targets": dec_tokens - enc_tokens,
-           "snapshots": sorted(snaps.values())}
+           "snapshots": sorted(snaps.values()), "schedule": plan}
     if frames is not None:
         out["motion_pair_fraction"] = sample(motion_frac, "seed")
         out["candidate_motion_fraction"] = sample(motion_base, "seed")
@@ -260,8 +271,9 @@ def run_pretrain(run, arm: str) -> dict:
 
 
 # ---------------------------------------------------------------- fine-tuning
-def finetune_seed(run, arm: str, snapshot: str | None, prune: str, seed: int, subdir: str) -> tuple[float, float, int]:
-    """(test top-1, final train loss, token count) of one fine-tune of `arm` at `seed`."""
+def finetune_seed(run, arm: str, snapshot: str | None, prune: str, seed: int,
+                  subdir: str) -> tuple[float, float, int, dict]:
+    """(test top-1, final train loss, token count, schedule) of one fine-tune of `arm` at `seed`."""
     cfg = run.cfg
     source, _ = FINETUNE_ARMS[arm]
     ae = initial_autoencoder(cfg, seed)  # same initial encoder as the pre-training arms
@@ -274,11 +286,14 @@ def finetune_seed(run, arm: str, snapshot: str | None, prune: str, seed: int, su
     torch.manual_seed(derive_seed(seed, "head"))
     model = VideoClassifier(ae.encoder, classes(cfg), prune=prune, keep_ratio=cfg.selection.keep_ratio)
     device = device_of(cfg)
-    losses = finetune(model, dataset(cfg, seed, "finetune"), cfg, seed,
-                      run.checkpoint_dir(*[p for p in (subdir, seed_dir(seed)) if p]), device)
+    data = dataset(cfg, seed, "finetune")
+    plan = schedule(cfg, "finetune", data)
+    print(f"everest: fine-tuning {arm} (seed {seed}): {plan['steps']} steps × {plan['batch']} clips over "
+          f"{plan['train_clips']} = {plan['epochs']:.1f} epochs", flush=True)
+    losses = finetune(model, data, cfg, seed, run.checkpoint_dir(*[p for p in (subdir, seed_dir(seed)) if p]), device)
     top1 = evaluate(model, dataset(cfg, seed, "test"), cfg.finetune.eval_batch, seed, device)
     tail = max(1, len(losses) // 10)
-    return top1, sum(losses[-tail:]) / tail, model.encoder.num_tokens
+    return top1, sum(losses[-tail:]) / tail, model.encoder.num_tokens, plan
 
 
 def finetune_arm(run, arm: str, snapshot: str | None, subdir: str = "") -> dict:
@@ -291,12 +306,12 @@ def finetune_arm(run, arm: str, snapshot: str | None, subdir: str = "") -> dict:
         prune = cfg.selection.scratch_prune
     top1, loss = [], []
     for seed in seeds_of(cfg):
-        acc, final_loss, n = finetune_seed(run, arm, snapshot, prune, seed, subdir)
+        acc, final_loss, n, plan = finetune_seed(run, arm, snapshot, prune, seed, subdir)
         top1.append(acc)
         loss.append(final_loss)
     return {"top1": sample(top1, "seed"), "pretrained": source, "snapshot": snapshot, "prune": prune,
             "seeds": seeds_of(cfg), "tokens": n if prune == "none" else count(cfg.selection.keep_ratio, n),
-            "train_loss_final": sample(loss, "seed")}
+            "train_loss_final": sample(loss, "seed"), "schedule": plan}
 
 
 def run_finetune(run, arm: str) -> dict:

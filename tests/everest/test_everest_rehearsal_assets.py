@@ -8,7 +8,7 @@ import torch
 
 pytest.importorskip("av")
 
-from papers.everest.experiments import dataset, initial_autoencoder  # noqa: E402
+from papers.everest.experiments import dataset, initial_autoencoder, schedule  # noqa: E402
 from papers.everest.official_checkpoint import (CheckpointMismatchError, load_official_checkpoint,  # noqa: E402
                                                 official_key_map, read_official_state_dict)
 from papers.everest.model import VideoClassifier  # noqa: E402
@@ -71,3 +71,15 @@ def test_checkpoints_load_through_the_key_map(assets, tmp_path):
     with pytest.raises(CheckpointMismatchError, match=r"missing 1 \[encoder_to_decoder.weight\]"):
         initial_autoencoder(load_config(CONFIG, "smoke", [*VIDEO, *written.overrides(),
                                                            f"model.init_checkpoint={tmp_path / 'mutated.pth'}"]), 0)
+
+
+def test_the_schedule_is_stated_in_epochs_of_the_split_list(assets):
+    """steps × batch clips over the videos that trainlist01.txt names: the paper's unit. The full
+    profile's 100,000 × 24 over UCF101 split 1's 9,537 videos is 251.65 epochs, not the paper's 3200."""
+    written, cfg = assets
+    train = read_list(written.train_list, written.root, written.class_index)
+    plan = schedule(cfg, "finetune", dataset(cfg, 0, "finetune"))
+    assert plan["train_clips"] == len(train)
+    assert plan["epochs"] == pytest.approx(cfg.finetune.steps * cfg.finetune.batch / len(train))
+    full = load_config(CONFIG, "full")
+    assert schedule(full, "pretrain", range(9537))["epochs"] == pytest.approx(251.65, abs=0.01)
