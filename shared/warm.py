@@ -51,11 +51,16 @@ def _send(sock: socket.socket, obj, fds=()) -> None:
 
 
 def _recv(sock: socket.socket, maxfds: int = 0):
+    """One message (and up to `maxfds` file descriptors); (None, fds) when the peer closed first."""
     msg, fds, _flags, _addr = socket.recv_fds(sock, MAX_MSG, maxfds)
-    if not msg:
+    while msg and len(msg) < 8:
+        chunk = sock.recv(8 - len(msg))
+        if not chunk:
+            break
+        msg += chunk
+    if len(msg) < 8:
         return None, fds
-    size = int.from_bytes(msg[:8], "little")
-    data = msg[8:]
+    size, data = int.from_bytes(msg[:8], "little"), msg[8:]
     while len(data) < size:
         chunk = sock.recv(size - len(data))
         if not chunk:
@@ -74,7 +79,7 @@ def client(path: str, argv: list[str]) -> int:
         sock.connect(path)
         _send(sock, {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}, fds=(0, 1, 2))
         reply, _ = _recv(sock)
-    except OSError:
+    except (OSError, ValueError):   # no server, a closed one, or an environment JSON cannot carry: cold
         reply = None
     if reply is None or reply.get("cold"):
         if os.environ.get("REPRO_WARM_DEBUG"):
@@ -162,11 +167,13 @@ def serve(path: str, parent: int | None = None, preload: tuple[str, ...] = PRELO
             for key, _ in selector.select(timeout=0.05):
                 if key.data is None:   # a new client
                     conn, _ = listener.accept()
+                    conn.settimeout(10)   # a client sends at once; one that does not must not stall the rest
                     try:
                         request, fds = _recv(conn, maxfds=3)
                     except (OSError, ValueError):
                         conn.close()
                         continue
+                    conn.settimeout(None)
                     if request is None or len(fds) != 3 or _env_key(request["env"]) != env:
                         for fd in fds:
                             os.close(fd)
