@@ -87,7 +87,8 @@ ON_SLURM = "slurm_partition" in (workflow.resource_settings.default_resources or
 # start whenever the server is not up. On in a rehearsal and with --config warm=1 (the test suite's
 # smoke run); off by default, because snakemake's benchmark: files then measure the client, not the job.
 WARM = str(config.get("warm", "1" if REHEARSAL else "0")).lower() in ("1", "true", "yes") and not ON_SLURM
-WARM_SOCKET = Path(tempfile.gettempdir()) / f"repro-warm-{hashlib.sha1(str(Path(RESULTS).resolve()).encode()).hexdigest()[:12]}.sock"
+_WARM_ID = hashlib.sha1(str(Path(RESULTS).resolve()).encode()).hexdigest()[:12]   # one per results folder
+WARM_SOCKET = Path(tempfile.gettempdir()) / f"repro-warm-{_WARM_ID}.sock"
 PYM = f"{PY} -m shared.warm {WARM_SOCKET} -m" if WARM else f"{PY} -m"
 # srun with the task geometry Lightning checks, read from the job's own resources so that a
 # --set-resources change (a GPU type in gres, more CPUs) reaches the sbatch request and the step alike.

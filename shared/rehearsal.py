@@ -48,18 +48,20 @@ def rehearsal_config(config_path: str | Path, folder: str | Path) -> Config:
         Path(f.name).unlink()
 
 
-def write_images(folder, n: int, size: int, draw, name: str = "{:05d}.png", seed: int = 0) -> Path:
-    """n stand-in PNGs `name.format(i)`, `draw(h, w, rng)` -> (h, w, 3) floats in [0, 1]; every third one
-    is half again as wide as tall, so a loader's aspect-keeping crop is exercised."""
+def write_images(folder, n: int, size: int, draw, name="{:05d}.png", seed: int = 0) -> Path:
+    """n stand-in images named `name.format(i)`, or `name(i)` when it is a function (a relative path:
+    subfolders are made; the suffix sets the format, PNG or JPEG), `draw(h, w, rng)` -> (h, w, 3) floats in [0, 1]; every third one is half again as wide
+    as tall, so a loader's aspect-keeping crop is exercised."""
     import numpy as np
     from PIL import Image
 
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     for i in range(n):
         img = draw(size, size + (size // 2 if i % 3 == 2 else 0), rng)
-        Image.fromarray((np.clip(img, 0, 1) * 255).astype(np.uint8)).save(folder / name.format(i))
+        path = folder / (name(i) if callable(name) else name.format(i))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray((np.clip(img, 0, 1) * 255).astype(np.uint8)).save(path)
     return folder
 
 

@@ -220,12 +220,17 @@ def skipped_on_video(cfg, arm: str) -> dict | None:
     return None
 
 
-def schedule(cfg, phase: str, data) -> dict:
+def schedule(cfg, phase: str, data, who: str | None = None) -> dict:
     """A phase's schedule in epochs (`phase`.steps × `phase`.batch clips over the training set), the unit
     the paper states: the full profile's pre-training, 100k × 24 over UCF101 split 1's 9,537 videos, is
-    ≈ 252 epochs against the paper's 3200, and its fine-tuning ≈ 50 against 100 (README)."""
+    ≈ 252 epochs against the paper's 3200, and its fine-tuning ≈ 50 against 100 (README). Printed for
+    `who` (the arm and seed) when given."""
     steps, batch, n = int(cfg[phase].steps), int(cfg[phase].batch), len(data)
-    return {"steps": steps, "batch": batch, "train_clips": n, "epochs": steps * batch / n}
+    plan = {"steps": steps, "batch": batch, "train_clips": n, "epochs": steps * batch / n}
+    if who is not None:
+        print(f"everest: {phase} {who}: {steps} steps × {batch} clips over {n} = {plan['epochs']:.1f} epochs",
+              flush=True)
+    return plan
 
 
 def run_pretrain(run, arm: str) -> dict:
@@ -238,9 +243,7 @@ def run_pretrain(run, arm: str) -> dict:
     for seed in seeds_of(cfg):
         model = initial_autoencoder(cfg, seed)
         data = dataset(cfg, seed, "pretrain", candidates=frames is not None)
-        plan = schedule(cfg, "pretrain", data)
-        print(f"everest: pre-training {arm} (seed {seed}): {plan['steps']} steps × {plan['batch']} clips over "
-              f"{plan['train_clips']} = {plan['epochs']:.1f} epochs", flush=True)
+        plan = schedule(cfg, "pretrain", data, who=f"{arm} (seed {seed})")
         losses = pretrain(model, data, method, cfg, seed, run.checkpoint_dir(seed_dir(seed)), snaps, device_of(cfg),
                           frames=frames)
         tail = max(1, len(losses) // 10)
@@ -287,9 +290,7 @@ def finetune_seed(run, arm: str, snapshot: str | None, prune: str, seed: int,
     model = VideoClassifier(ae.encoder, classes(cfg), prune=prune, keep_ratio=cfg.selection.keep_ratio)
     device = device_of(cfg)
     data = dataset(cfg, seed, "finetune")
-    plan = schedule(cfg, "finetune", data)
-    print(f"everest: fine-tuning {arm} (seed {seed}): {plan['steps']} steps × {plan['batch']} clips over "
-          f"{plan['train_clips']} = {plan['epochs']:.1f} epochs", flush=True)
+    plan = schedule(cfg, "finetune", data, who=f"{arm} (seed {seed})")
     losses = finetune(model, data, cfg, seed, run.checkpoint_dir(*[p for p in (subdir, seed_dir(seed)) if p]), device)
     top1 = evaluate(model, dataset(cfg, seed, "test"), cfg.finetune.eval_batch, seed, device)
     tail = max(1, len(losses) // 10)

@@ -182,7 +182,7 @@ def image_files(cfg) -> list[Path]:
     folder = require_path(cfg.full.images_path, what="the evaluation images (FFHQ-style folder, or ImageNet val "
                           "with class folders)", fetch="FFHQ 512×512 images (github.com/NVlabs/ffhq-dataset) or "
                           "ImageNet's validation set", config_key="full.images_path")
-    listing = cfg.full.get("images_list")
+    listing = cfg.full.images_list
     if not listing:
         return sorted((p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES),
                       key=lambda p: p.relative_to(folder).as_posix())

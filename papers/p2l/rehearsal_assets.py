@@ -58,25 +58,20 @@ def smooth_image(h: int, w: int, rng) -> np.ndarray:
     return (img + 1) / 2
 
 
+WNIDS = ("n01440764", "n01443537", "n01484850")
+
+
 def write_imagenet_split(folder: str | Path, n: int, size: int, seed: int = 1) -> Path:
     """An ImageNet-style evaluation set: `val/<wnid>/ILSVRC2012_val_<8 digits>.JPEG` in class folders and
     a split list `val_1k.txt` naming n of them, "<wnid>/<file> <label>" per line, in an order that is not
     the path order (as ctest10k's), plus files the list leaves out. Returns the list file."""
-    from PIL import Image
+    from shared.rehearsal import write_images
 
     folder = Path(folder)
-    rng = np.random.default_rng(seed)
-    wnids = ["n01440764", "n01443537", "n01484850"]
-    names = []
-    for i in range(n + 2):
-        wnid = wnids[i % len(wnids)]
-        name = f"{wnid}/ILSVRC2012_val_{(i * 7919) % 50000 + 1:08d}.JPEG"
-        (folder / "val" / wnid).mkdir(parents=True, exist_ok=True)
-        img = smooth_image(size, size + size // 4, rng)
-        Image.fromarray((img * 255).astype(np.uint8)).save(folder / "val" / name, format="JPEG", quality=95)
-        names.append(f"{name} {wnids.index(wnid)}")
+    names = [f"{WNIDS[i % len(WNIDS)]}/ILSVRC2012_val_{(i * 7919) % 50000 + 1:08d}.JPEG" for i in range(n + 2)]
+    write_images(folder / "val", len(names), size, smooth_image, name=names.__getitem__, seed=seed)
     listing = folder / "val_1k.txt"
-    listing.write_text("".join(f"{line}\n" for line in names[:n][::-1]))
+    listing.write_text("".join(f"{path} {WNIDS.index(path.split('/')[0])}\n" for path in names[:n][::-1]))
     return listing
 
 
