@@ -3,28 +3,38 @@
 It flags, for each claim against the metrics at hand:
 - a comparison (`ref:`, not `within`) whose verdict would not change if metric and ref were swapped:
   "x >= r" that passes both ways only says x == r;
+- a constant test on a paired gap (`shared.samples.gap`): the same swap, which negates the gap;
 - a metric (or ref) whose values are identical across all its units: no unit can disagree (except a
   0/1 sample decided alone, whose exact binomial interval is not degenerate: a miss could fail it);
 - a claim whose metric and ref are the same key;
-- a mean written without its per-unit values, which no interval can be built from.
+- a mean written without its per-unit values, which no interval can be built from;
+- a `paper` claim on a value computed from configuration alone (marked `from_config` in the
+  metrics): arithmetic on configured sizes is `accounting`, not a reproduced result.
 The swap test is run on the data's raw interval whatever n is, so it works on one-seed smoke metrics.
+This module reads the ledger's evidence (`shared.claims_evidence`); the ledger imports the audit,
+never the other way round.
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Mapping
 
-from .claims import ClaimsError, decide, gather, load_claims, lookup, FAIL, PASS
+from .claims_evidence import FAIL, PASS, decide, gather, is_configured, lookup
+from .claims_spec import ClaimsError, is_knob_test, load_claims
 from .io import read_json
-from .samples import is_binary, is_sample
+from .samples import is_binary, is_gap, is_sample
 
 
-def _raw_verdict(metric_key: str, metric: Any, ref_key: str, ref: Any, test: Mapping) -> str | None:
+def _raw_verdict(metric_key: str, metric: Any, ref_key: str | None, ref: Any, test: Mapping) -> str | None:
     try:
         ev = gather(metric_key, metric, ref_key, ref, float(test.get("factor", 1.0)))
     except (ClaimsError, TypeError):
         return None
     return None if ev is None else decide(ev.lo, ev.hi, test)
+
+
+def _negated(s: Mapping) -> dict:
+    return {**s, "values": [-float(v) for v in s["values"]]}
 
 
 def audit_claim(entry: Mapping, metrics: Mapping | None) -> list[str]:
@@ -35,8 +45,13 @@ def audit_claim(entry: Mapping, metrics: Mapping | None) -> list[str]:
         findings.append("metric and ref are the same key")
     if metrics is None:
         return findings
+    keys = [entry["metric"], *([ref_key] if ref_key else [])]
+    if entry.get("kind", "paper") == "paper" and any(is_configured(metrics, k) for k in keys):
+        findings.append("a paper claim on a value computed from configuration alone (make it kind accounting)")
+    if is_knob_test(test):
+        return findings
     found = {}
-    for key in [entry["metric"], *([ref_key] if ref_key else [])]:
+    for key in keys:
         try:
             found[key] = lookup(metrics, key)
         except KeyError:
@@ -45,13 +60,19 @@ def audit_claim(entry: Mapping, metrics: Mapping | None) -> list[str]:
         exact_binomial = ref_key is None and is_binary(value)
         if is_sample(value) and len(value["values"]) > 1 and len(set(value["values"])) == 1 and not exact_binomial:
             findings.append(f"{key} is identical across all {len(value['values'])} {value['unit']}s")
-        elif isinstance(value, Mapping) and "mean" in value and not is_sample(value):
+        elif isinstance(value, Mapping) and "mean" in value and not is_sample(value) and "successes" not in value:
             findings.append(f"{key} is a mean without per-unit values")
     if ref_key and test["op"] != "within" and ref_key != entry["metric"] and len(found) == 2:
         forward = _raw_verdict(entry["metric"], found[entry["metric"]], ref_key, found[ref_key], test)
         swapped = _raw_verdict(ref_key, found[ref_key], entry["metric"], found[entry["metric"]], test)
         if forward is not None and forward == swapped and forward in (PASS, FAIL):
             findings.append(f"verdict {forward} is unchanged when metric and ref are swapped")
+    metric = found.get(entry["metric"])
+    if ref_key is None and test["op"] != "within" and is_gap(metric):
+        forward = _raw_verdict(entry["metric"], metric, None, None, test)
+        swapped = _raw_verdict(entry["metric"], _negated(metric), None, None, test)
+        if forward is not None and forward == swapped and forward in (PASS, FAIL):
+            findings.append(f"verdict {forward} is unchanged when the gap's two arms are swapped")
     return findings
 
 
@@ -66,7 +87,8 @@ def audit_files(claim_files: list[Path], results_dir: Path) -> tuple[dict[str, l
             findings = audit_claim(entry, metrics)
             if findings:
                 flagged[entry["id"]] = findings
-            keys = [entry["metric"], *([entry["test"]["ref"]] if "ref" in entry["test"] else [])]
+            inner = entry["test"].get("holds_from", entry["test"])
+            keys = [entry["metric"], *([inner["ref"]] if "ref" in inner else [])]
             try:
                 [lookup(metrics or {}, k) for k in keys]
             except KeyError:

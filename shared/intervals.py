@@ -51,3 +51,32 @@ def proportion_interval(k: int, n: int, level: float = LEVEL) -> tuple[float, fl
     scipy.stats.binomtest; at k = n its lower end is ((1 − level)/2)^(1/n), not 1."""
     ci = stats.binomtest(int(k), int(n)).proportion_ci(confidence_level=level, method="exact")
     return float(ci.low), float(ci.high)
+
+
+def corrected_t_interval(values: Sequence[float], test_train_ratio: float,
+                         level: float = LEVEL) -> tuple[float, float]:
+    """The corrected resampled t-interval of a mean over J cross-validation folds (Nadeau & Bengio,
+    2003): folds share training data, so their scores are positively correlated and the plain s²/J
+    understates the variance; the correction uses (1/J + n_test/n_train)·s² with J − 1 degrees of
+    freedom. For k-fold CV n_test/n_train = 1/(k − 1)."""
+    x = np.asarray(values, dtype=float)
+    j = len(x)
+    mean = float(x.mean())
+    var = float(x.var(ddof=1)) if j > 1 else 0.0
+    if var == 0.0:
+        return mean, mean
+    half = float(stats.t.ppf(0.5 + level / 2, df=j - 1)) * float(np.sqrt((1.0 / j + test_train_ratio) * var))
+    return mean - half, mean + half
+
+
+def group_means(values: Sequence[float], groups: Sequence) -> tuple[list, np.ndarray]:
+    """(labels in first-seen order, the mean of each group's values)."""
+    labels = list(dict.fromkeys(groups))
+    x = np.asarray(values, dtype=float)
+    g = np.asarray([labels.index(v) for v in groups])
+    return labels, np.asarray([x[g == i].mean() for i in range(len(labels))])
+
+
+def slope(x: Sequence[float], y: Sequence[float]) -> float:
+    """The least-squares slope of y on x."""
+    return float(stats.linregress(np.asarray(x, dtype=float), np.asarray(y, dtype=float)).slope)

@@ -29,7 +29,7 @@ from shared.assets import require_path
 from shared.config import ConfigError, config_hash
 from shared.curves import Curves
 from shared.run_cache import cache_key
-from shared.samples import combine, sample
+from shared.samples import combine, count, gap, sample
 from shared.seeding import derive_seed
 
 from .data import load_image_folder, make_inputs, slug, split, teacher_pairs, to_images, to_tensor
@@ -281,7 +281,7 @@ def seed_samples(df: pd.DataFrame, by: str, seeds, columns) -> dict:
 
 def difference(a: dict, b: dict) -> dict:
     """The seed-wise gap a − b of two paired samples."""
-    return combine([a, b], lambda x, y: x - y)
+    return gap(a, b)
 
 
 def ratio(a: dict, b: dict) -> dict:
@@ -822,6 +822,7 @@ def concept_table(run) -> dict:
         **ratios,
         "layer_change": layers,
         "bytes_ratio_full_to_searched": full["stored_bytes"] / s["stored_bytes"],
+        "from_config": ["bytes_ratio_full_to_searched"],   # bytes of configured shapes and dtypes
         "random_draws": {"n_distinct": len({tuple(d[g] for g in CRUCIAL_GROUPS) for d in draws}),
                          "all_matched": bool(all(d["matched"] for d in draws)),
                          "params_ratio_to_searched": arms["lora_random"]["trainable_params"] / s["trainable_params"]},
@@ -829,6 +830,9 @@ def concept_table(run) -> dict:
                           "lr_grid": int(lrs["train_flops"]), "total": one_off},
         "break_even_concepts": break_even,
         "searched_reached_target": s["reached_to_target"],
+        # every (concept, seed) run of searched LoRA: reached the target or not, an exact count
+        "searched_runs_reaching_target": count(int(df[df.arm == "lora_searched"]["reached_to_target"].sum()),
+                                               int((df.arm == "lora_searched").sum())),
         "e2gan_scratch_reached_target": arms["e2gan_scratch"]["reached_to_target"],
     }
 

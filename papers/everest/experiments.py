@@ -28,7 +28,7 @@ from shared.assets import require_path
 from shared.config import ConfigError
 from shared.intervals import LEVEL, mean_interval
 from shared.io import read_json
-from shared.samples import combine, sample
+from shared.samples import combine, gap, sample
 from shared.seeding import derive_seed
 
 from .data import make_clips, num_classes, num_motions, token_cover
@@ -367,7 +367,7 @@ def accuracy(run) -> dict:
     m = {arm: read_json(run.out / "metrics" / f"finetune_{arm}.json") for arm in FINETUNE_ARMS}
     m = {arm: v for arm, v in m.items() if not v.get("skipped")}   # procedural-only arms, on real videos
     top1 = {arm: m[arm]["top1"] for arm in m}
-    gaps = {name: combine([top1[a], top1[b]], lambda x, y: x - y)   # paired by seed
+    gaps = {name: gap(top1[a], top1[b])   # paired by seed
             for name, (a, b) in GAPS.items() if a in top1 and b in top1}
     grid = [{"pre-training": pre, **{ft: mean_ci(top1[arm]) for ft, arm in cols}}
             for pre, cols in [("VideoMAE (tube)", [("all tokens", "videomae"), ("top-60% pruned", "videomae_pruned")]),
@@ -394,9 +394,8 @@ def accuracy(run) -> dict:
     out = {arm: {"top1": top1[arm]} for arm in top1}
     out.update(gaps)
     if all(f"{a}_motion_pair_fraction" in gaps for a in FRAME_ARMS):
-        out["selected_minus_uniform_motion_pairs"] = combine(
-            [gaps["everest_selected_frames_motion_pair_fraction"], gaps["everest_uniform_frames_motion_pair_fraction"]],
-            lambda s, u: s - u)
+        out["selected_minus_uniform_motion_pairs"] = gap(
+            gaps["everest_selected_frames_motion_pair_fraction"], gaps["everest_uniform_frames_motion_pair_fraction"])
     return out
 
 
@@ -548,6 +547,7 @@ def efficiency_vit_b(run) -> dict:
                                      ("FlopCounter GFLOPs / 2", *counted, a["paper_ratio"]),
                                      *[(*m, float("nan")) for m in _memory_rows(phase, r, 2 ** 20, "MiB")]]]
     run.save_table(pd.DataFrame(rows), "efficiency_vit_b", floatfmt=".3g")
+    out["from_config"] = True   # FLOPs and saved activations of configured ViT-B shapes: no training, no data
     return out
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from shared.io import read_json
-from shared.samples import combine, sample
+from shared.samples import gap as paired_gap, knob, sample
 
 from .evaluation import COLUMNS, seed_sample
 
@@ -84,10 +84,6 @@ def _fmt(s: dict | None, digits: int = 1) -> str:
     return f"{s['mean']:.{digits}f} [{iv['90% lo']:.{digits}f}, {iv['90% hi']:.{digits}f}]"
 
 
-def _difference(a: float, b: float) -> float:
-    return a - b
-
-
 def main_table(run) -> dict:
     """Every cell is a per-seed sample; a gap is the seed-wise (paired) difference of two cells."""
     seeds = _seed_results(run)
@@ -105,7 +101,7 @@ def main_table(run) -> dict:
 
     def gap(a_row, a_col, b_row, b_col=None):
         a, b = cell(a_row, a_col), cell(b_row, b_col or a_col)
-        return None if a is None or b is None else combine([a, b], _difference)
+        return None if a is None or b is None else paired_gap(a, b)
 
     # the better audio-text expert per seed (the paper's bonded space beats both CLAPs)
     best_expert = {c: seed_sample([max(s["rows"]["E1"][c], s["rows"]["E2"][c]) for s in seeds])
@@ -113,7 +109,7 @@ def main_table(run) -> dict:
 
     def gap_best(a_row, col):
         a = cell(a_row, col)
-        return None if a is None or col not in best_expert else combine([a, best_expert[col]], _difference)
+        return None if a is None or col not in best_expert else paired_gap(a, best_expert[col])
 
     gaps = {
         "parallel_vs_best_expert_audio_acc": gap_best("parallel_ATE", "audio_acc"),
@@ -211,8 +207,8 @@ def lambda_tradeoff(run) -> dict:
     out["monotone"] = {
         "at_r1_frac_steps_up": sample([_frac_steps(v, up=True) for v in per_seed["at_r1"]], "seed"),
         "vt_r1_frac_steps_down": sample([_frac_steps(v, up=False) for v in per_seed["vt_r1"]], "seed"),
-        "at_r1_rise": combine([t["at_r1"][last], t["at_r1"][first]], _difference),
-        "vt_r1_fall": combine([t["vt_r1"][first], t["vt_r1"][last]], _difference),
+        "at_r1_rise": paired_gap(t["at_r1"][last], t["at_r1"][first]),
+        "vt_r1_fall": paired_gap(t["vt_r1"][first], t["vt_r1"][last]),
     }
     return out
 
@@ -262,8 +258,8 @@ def fragile(run) -> dict:
         best = seed_sample([max(r["rows"]["E1"]["at_r1"], r["rows"]["E2"]["at_r1"]) for r in rs])
         by_vis[f"vis{round(100 * point['visibility'])}"] = {
             "visibility": point["visibility"], "from_main_seeds": point["from_main_seeds"], **arms, "best_expert": best,
-            "gap_parallel_vs_best_expert": combine([arms["parallel_ATE"], best], _difference),
-            "gap_single_vs_E1": combine([arms["c_E1_mop_ATE"], arms["E1"]], _difference),
+            "gap_parallel_vs_best_expert": paired_gap(arms["parallel_ATE"], best),
+            "gap_single_vs_E1": paired_gap(arms["c_E1_mop_ATE"], arms["E1"]),
         }
     vis = [v["visibility"] for v in by_vis.values()]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
@@ -298,8 +294,12 @@ def fragile(run) -> dict:
     out = dict(by_vis)
     keys = list(by_vis)
     if len(keys) >= 2:  # does the gap grow from the least to the most visible point (paired by seed)?
-        out["gap_rise"] = combine([by_vis[keys[-1]]["gap_parallel_vs_best_expert"],
-                                   by_vis[keys[0]]["gap_parallel_vs_best_expert"]], _difference)
+        out["gap_rise"] = paired_gap(by_vis[keys[-1]]["gap_parallel_vs_best_expert"],
+                                     by_vis[keys[0]]["gap_parallel_vs_best_expert"])
+        # the whole sweep as knob samples (paired by seed across visibilities), for the knob claims
+        order = sorted(keys, key=lambda k: by_vis[k]["visibility"])
+        out["sweep"] = {name: knob("visibility", [by_vis[k]["visibility"] for k in order], [by_vis[k][name] for k in order])
+                        for name in ("gap_parallel_vs_best_expert", "parallel_ATE", "best_expert")}
     return out
 
 

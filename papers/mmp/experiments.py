@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from shared.samples import combine
+from shared.samples import gap
 from shared.seeding import derive_seed
 
 from .bags import as_tensors, feature_dim, keep_rows, patch_counts
@@ -158,7 +158,7 @@ def fmt(s: dict) -> str:
 
 def paired_gap(a: dict, b: dict) -> dict:
     """The fold-wise difference a_i − b_i of two samples on the same folds."""
-    return combine([a, b], lambda x, y: x - y)
+    return gap(a, b)
 
 
 def prototype_to_cluster(prototypes: np.ndarray, centres: np.ndarray) -> np.ndarray:
@@ -699,7 +699,7 @@ def compression(run) -> dict:
         r["token_numbers"] = r["C"] * (2 * r["d"] + 1)
         r["ratio"] = r["patch_numbers"] / r["token_numbers"]
     run.save_table(pd.DataFrame(rows), "compression", floatfmt=".1f")
-    out = {"paper_dims": {k: float(v) for k, v in rows[-1].items() if k != "setting"}}
+    out = {"paper_dims": {k: float(v) for k, v in rows[-1].items() if k != "setting"}, "from_config": ["paper_dims"]}
     if len(rows) == 2:
         out["profile_dims"] = {k: float(v) for k, v in rows[0].items() if k != "setting"}
     return out

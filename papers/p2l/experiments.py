@@ -29,7 +29,7 @@ import torch
 
 from shared.assets import MissingAssetError, require_path
 from shared.io import read_json
-from shared.samples import combine, is_sample, sample
+from shared.samples import combine, gap, is_sample, sample
 
 from . import metrics as M
 from .data import ATTRIBUTES, make_split
@@ -500,8 +500,7 @@ def main_table(run) -> dict:
         # per image, averaged over the tasks (the same test images in the same order in every task)
         result["prompt"] = {k: sample(np.mean([r[k]["values"] for r in p2l], 0), "image")
                             for k in ("prompt_cos", "null_cos")}
-        result["prompt"]["gain"] = combine([result["prompt"]["prompt_cos"], result["prompt"]["null_cos"]],
-                                           lambda a, b: a - b)
+        result["prompt"]["gain"] = gap(result["prompt"]["prompt_cos"], result["prompt"]["null_cos"])
     psld = [parts[t]["methods"]["psld"] for t in parts]
     result["runtime"] = {
         "p2l_over_psld": sample([np.mean([a["wall_s"]["mean"] / b["wall_s"]["mean"] for a, b in zip(p2l, psld)])],
@@ -509,6 +508,8 @@ def main_table(run) -> dict:
         "nfe_p2l_over_psld": float(np.mean([a["nfe"] / b["nfe"] for a, b in zip(p2l, psld)])),
         "decoder_p2l_over_psld": float(np.mean([a["decoder_calls"] / b["decoder_calls"] for a, b in zip(p2l, psld)])),
         "encoder_p2l_over_psld": float(np.mean([a["encoder_calls"] / b["encoder_calls"] for a, b in zip(p2l, psld)])),
+        # call counts follow from the configured algorithms (K, steps): accounting, not a measurement
+        "from_config": ["nfe_p2l_over_psld", "decoder_p2l_over_psld", "encoder_p2l_over_psld"],
         "calls_per_image": {m: {k: parts[next(iter(parts))]["methods"][m][c] for k, c in
                                 (("nfe", "nfe"), ("decoder", "decoder_calls"), ("encoder", "encoder_calls"))}
                             for m in methods},

@@ -122,7 +122,10 @@ def test_fragile_pairs_points_by_seed_and_reuses_the_main_seeds(three_seeds):
                   "runs": [{"visibility": vis, "seed": s, "rows": _fragile_rows(s, vis)} for s in range(3)]})
         write_json(out / "metrics" / f"fragile_p{i}.json", point)
     m = fragile(Run("freebind", "fragile", cfg, out))
-    assert list(m) == ["vis0", "vis50", "vis100", "gap_rise"]
+    assert list(m) == ["vis0", "vis50", "vis100", "gap_rise", "sweep"]
+    sweep = m["sweep"]["gap_parallel_vs_best_expert"]
+    assert sweep["knob"] == "visibility" and sweep["points"] == [0.0, 0.5, 1.0]
+    assert [s["values"] for s in sweep["samples"]] == [pytest.approx([4 * v - 2] * 3) for v in (0.0, 0.5, 1.0)]
     assert m["vis50"]["from_main_seeds"] and set(ARMS) <= set(m["vis50"])
     # parallel − best expert = (6 + 4v + s) − (8 + s) = 4v − 2 on every seed
     for key, vis in (("vis0", 0.0), ("vis50", 0.5), ("vis100", 1.0)):

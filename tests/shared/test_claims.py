@@ -56,7 +56,7 @@ def test_separated_reversed_and_overlapping_samples():
 
 def test_one_unit_is_inconclusive_never_pass():
     r = evaluate_claim(claim(metric="cindex.one", test={"op": ">=", "value": 0.1}), METRICS, "tiny")
-    assert r.status == INCONCLUSIVE and r.note.startswith("n=1: needs ≥ 3 seeds")
+    assert r.status == INCONCLUSIVE and r.note.startswith("1 seed: needs ≥ 3 seeds")
 
 
 def test_pairing_by_unit():
