@@ -71,18 +71,21 @@ def describe_evidence(ev: Evidence) -> str:
     """E.g. `Δ = +0.041 [0.018, 0.063], n=5 folds (corrected resampled t ...)`, or `exact: 312.3`."""
     if ev.kind == "exact":
         return f"exact: {ev.estimate:.4g}"
-    name = {"sample": "x", "count": "p", "knob": "slope" if ev.knob and "verdicts" not in ev.knob else "x"}.get(ev.kind, "Δ")
+    knob_name = "slope" if ev.knob and "verdicts" not in ev.knob else ("Δ" if ev.knob and ev.knob.get("paired") else "x")
+    name = {"sample": "x", "count": "p", "knob": knob_name}.get(ev.kind, "Δ")
     signed = name in ("Δ", "slope")
     interval = f" [{_fmt(ev.lo)}, {_fmt(ev.hi)}]" if (ev.n or 0) > 1 else ""
     under = f" over {plural(ev.n_units, 'unit')}" if ev.n_units and ev.n_units != ev.n and ev.kind != "count" else ""
-    method = f" ({ev.method})" if ev.method and ev.method not in ("t", "one unit") else ""
+    method = f" ({ev.method})" if ev.method and ev.method not in ("t", "one unit") and ev.kind != "knob" else ""
+    if ev.kind == "knob" and "verdicts" not in ev.knob:
+        method = f" ({ev.method})"
     return f"{name} = {_fmt(ev.estimate, signed)}{interval}, n={plural(ev.n, ev.unit)}{under}{method}"
 
 
 def _knob_note(ev: Evidence, status: str) -> str:
     curve = ev.knob
     if "verdicts" not in curve:
-        return f"{describe_evidence(ev)} per unit of {curve['name']}"
+        return describe_evidence(ev)
     where = "nowhere" if curve["holds_from"] is None else f"{curve['name']} ≥ {curve['holds_from']:g}"
     per_point = ", ".join(f"{p:g}: {v}" for p, v in zip(curve["points"], curve["verdicts"]))
     at = f" at {curve['name']} = {curve['decisive_point']:g}" if curve.get("decisive_point") is not None else ""

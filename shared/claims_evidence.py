@@ -240,7 +240,7 @@ def knob_evidence(entry: Mapping, metrics: Mapping, level: float = LEVEL) -> tup
                         "values": slopes}
         ev = interval(slope_sample, alone=False, level=level)
         ev.kind = "knob"
-        ev.method = f"slope per {series[0]['unit']} on {name}, " + (ev.method or "")
+        ev.method = f"per-{series[0]['unit']} slope on {name}" + (f"; {ev.method}" if ev.method not in ("t", "") else "")
         ev.knob = _curve(name, points, [interval(s, alone=False, level=level) for s in series])
         if ev.n < MIN_UNITS:
             return ev, INCONCLUSIVE
@@ -267,6 +267,7 @@ def knob_evidence(entry: Mapping, metrics: Mapping, level: float = LEVEL) -> tup
     out = Evidence("knob", ev.estimate, ev.lo, ev.hi, ev.n, ev.unit, ev.values, ev.method, ev.n_units,
                    _curve(name, points, evs, verdicts, holds))
     out.knob["decisive_point"] = points[decisive] if decisive is not None else None
+    out.knob["paired"] = ref is not None
     return out, status
 
 

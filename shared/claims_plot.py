@@ -43,6 +43,9 @@ def _knob_row(ax, row: Mapping, color: str) -> None:
         pad = 0.15 * (hi - lo) if hi > lo else 1.0
         ax.axhspan(max(region[0], lo - pad), min(region[1], hi + pad), color="#2ca02c", alpha=0.12, lw=0)
         ax.set_ylim(lo - pad, hi + pad)
+        for edge in region:
+            if math.isfinite(edge):
+                ax.axhline(edge, color="black", lw=0.6)
     ax.set_yticks([])
     ax.tick_params(axis="x", labelsize=6, length=2, pad=1)
     ax.set_xlabel(curve["name"], fontsize=6, labelpad=0)

@@ -16,7 +16,7 @@ def claims_table(claims_path: str | Path, results_dir: str | Path, profile: str)
     rows = [evaluate_claim(e, metrics, profile) for e in load_claims(claims_path)]
     apply_floors(rows)
     return pd.DataFrame(
-        [{"id": r.id, "paper value": r.paper_value, "reproduced": r.reproduced, "lo": r.lo, "hi": r.hi,
+        [{"id": r.id, "kind": r.kind, "paper value": r.paper_value, "reproduced": r.reproduced, "lo": r.lo, "hi": r.hi,
           "n": r.n, "test": r.test, "status": r.status, "note": r.note} for r in rows]
     )
 
@@ -31,8 +31,8 @@ def ledger_table(results_dir: str | Path) -> pd.DataFrame:
     data = read_json(Path(results_dir) / "claims.json")
     df = pd.DataFrame(data["claims"])
     if df.empty:
-        return pd.DataFrame(columns=["id", "paper", "paper_value", "reproduced", "status"])
-    return df[["id", "paper", "paper_value", "reproduced", "lo", "hi", "n", "unit", "test", "status", "note"]]
+        return pd.DataFrame(columns=["id", "paper", "kind", "paper_value", "reproduced", "status"])
+    return df[["id", "paper", "kind", "paper_value", "reproduced", "lo", "hi", "n", "unit", "test", "status", "note"]]
 
 
 def figure_links(results_dir: str | Path) -> str:
