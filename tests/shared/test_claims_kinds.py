@@ -65,6 +65,9 @@ def test_audit_swaps_the_arms_of_a_constant_test_on_a_gap():
     assert any("gap's two arms are swapped" in f for f in audit_claim(entry, {"g": same}))
     wins = gap(a, sample([50.0, 52.0, 49.0], "seed"))
     assert audit_claim(entry, {"g": wins}) == []
+    tie = gap(a, a)                                    # one seed's tie at smoke: its own swap
+    assert audit_claim(entry, {"g": {**tie, "values": [0.0], "n": 1}}) == []
+    assert any("identical across all 3 seeds" in f for f in audit_claim(entry, {"g": tie}))
     plain = {**same}
     plain.pop("gap")
     assert audit_claim(entry, {"g": plain}) == []       # not marked a gap: not swapped
