@@ -16,7 +16,7 @@ export HF_HUB_OFFLINE = 1
 export WANDB_MODE ?= offline
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install reproduce smoke rehearse rehearse-gpu test test-rehearsal test-fast test-browser lab clean
+.PHONY: install reproduce bench-reproduce smoke rehearse rehearse-gpu test test-rehearsal test-fast test-browser lab clean
 
 install: $(STAMP)
 
@@ -30,6 +30,16 @@ $(STAMP): pyproject.toml
 
 reproduce: install
 	$(VENV)/bin/snakemake --cores $(CORES) --config profile=$(PROFILE)
+
+# Where the time goes: the workflow from scratch into results/bench/, then per rule and per paper CPU-s and
+# wall, the start-up share, the ten largest jobs and the ratio to the last record (tools/bench_reproduce.py;
+# BENCH_SAVE=1 makes this run the new record). A benchmark, not a test.
+BENCH_RECORD ?= benchmarks/reproduce_$(PROFILE).json
+bench-reproduce: install
+	rm -rf results/bench/$(PROFILE)
+	start=$$(date +%s); $(VENV)/bin/snakemake --cores $(CORES) --config profile=$(PROFILE) results=results/bench && \
+	$(PY) tools/bench_reproduce.py results/bench/$(PROFILE) --wall $$(( $$(date +%s) - start )) --record $(BENCH_RECORD) \
+		$(if $(BENCH_SAVE),--save,)
 
 smoke: install
 	$(VENV)/bin/snakemake --cores $(CORES) --config profile=smoke

@@ -44,6 +44,16 @@ PAPER_METRICS = {}   # paper -> its metric part files (results/<profile>/<paper>
 PAPER_TARGETS = []   # figures and tables each paper declares
 
 
+def bench(rule_name, *wildcards):
+    """A job's cost, snakemake's benchmark: file (wall, CPU seconds and peak memory of the job's process
+    tree): <results>/<paper>/benchmarks/<rule>[@<wildcard value>...].tsv, or <results>/benchmarks/ for
+    the workflow's own rules. A warm-started experiment job's benchmark measures its client; its own
+    cost is in its provenance (`process`). tools/bench_reproduce.py reads both."""
+    owner = next((p for p in [*PAPERS, "kernels"] if rule_name.startswith(f"{p}_")), None)
+    values = "".join(f"@{{{w}}}" for w in wildcards)
+    return f"{RESULTS}/{owner + '/' if owner else ''}benchmarks/{rule_name}{values}.tsv"
+
+
 def prov(*paths):
     """An artifact and its provenance sidecar, both declared as outputs."""
     return [q for p in paths for q in (p, f"{p}.provenance.json")]
@@ -84,9 +94,11 @@ def experiment_cmd(paper, experiment, launcher="", overrides=()):
 ON_SLURM = "slurm_partition" in (workflow.resource_settings.default_resources or {})
 # Warm starts (shared/warm.py): a local run's experiment jobs fork from one server that has imported
 # torch and Lightning once, instead of ~3-6 CPU-s of imports each; same commands, same results, a cold
-# start whenever the server is not up. On in a rehearsal and with --config warm=1 (the test suite's
-# smoke run); off by default, because snakemake's benchmark: files then measure the client, not the job.
-WARM = str(config.get("warm", "1" if REHEARSAL else "0")).lower() in ("1", "true", "yes") and not ON_SLURM
+# start whenever the server is not up. On by default in a local run (make reproduce, the rehearsal,
+# the test suite's smoke run); --config warm=0 runs every job cold. A warm job's benchmark: file then
+# measures its client, so each experiment job records its own wall, CPU and peak memory in its
+# provenance (`process`), which the budgets quote (tools/bench_reproduce.py).
+WARM = str(config.get("warm", "1")).lower() in ("1", "true", "yes") and not ON_SLURM
 _WARM_ID = hashlib.sha1(str(Path(RESULTS).resolve()).encode()).hexdigest()[:12]   # one per results folder
 WARM_SOCKET = Path(tempfile.gettempdir()) / f"repro-warm-{_WARM_ID}.sock"
 PYM = f"{PY} -m shared.warm {WARM_SOCKET} -m" if WARM else f"{PY} -m"
@@ -140,6 +152,7 @@ if REHEARSAL:
     rule rehearsal_assets:
         """Every paper's stand-in assets in the real formats, and its overlay (see REHEARSAL above)."""
         output: [rehearsal_overlay(p) for p in PAPERS]
+        benchmark: bench("rehearsal_assets")
         shell: REHEARSAL_ASSETS_CMD
 
 
@@ -147,6 +160,7 @@ rule paper_metrics:
     """One metrics.json per paper: every experiment's metrics, keyed by experiment."""
     input: lambda wc: PAPER_METRICS[wc.paper]
     output: prov(f"{RESULTS}/{{paper}}/metrics.json")
+    benchmark: bench("paper_metrics", "paper")
     shell: "{PY} -m shared.metrics {output[0]} {input} --profile {PROFILE} --rule {rule}"
 
 
@@ -160,6 +174,7 @@ rule paper_notebook:
     log: f"{RESULTS}/logs/{{paper}}_notebook.log"
     params:   # a rehearsal's notebook reads the config through the overlay its experiments read
         overlay=lambda wc: f"-p overlay {Path(rehearsal_overlay(wc.paper)).resolve()} " if REHEARSAL else "",
+    benchmark: bench("paper_notebook", "paper")
     shell:
         "{PAPERMILL} {input.nb} {output[0]} --cwd {RESULTS}/{wildcards.paper} -p interactive False {params.overlay}"
         "-p profile {PROFILE} -p results_dir $(realpath {RESULTS}/{wildcards.paper}) -p claims_path $(realpath {PAPERS_DIR}/{wildcards.paper}/claims.yaml) > {log} 2>&1 && "
@@ -175,6 +190,7 @@ rule claims_ledger:
     output: prov(f"{RESULTS}/claims.json", f"{RESULTS}/claims.md", f"{RESULTS}/claims.png", f"{RESULTS}/claims.pdf")
     params:   # a rehearsal decides nothing: its numbers come from stand-ins (every claim NOT RUN, values shown)
         profile="rehearsal" if REHEARSAL else PROFILE,
+    benchmark: bench("claims_ledger")
     shell: "{PY} -m shared.claims --profile {params.profile} --results {RESULTS} --rule {rule} --plot {input.claims}"
 
 
@@ -186,6 +202,7 @@ rule overview_notebook:
         papers=expand(f"{RESULTS}/{{paper}}/{{paper}}.ipynb", paper=[*PAPERS, "kernels"]),
     output: prov(f"{RESULTS}/overview.ipynb")
     log: f"{RESULTS}/logs/overview_notebook.log"
+    benchmark: bench("overview_notebook")
     shell:
         "{PAPERMILL} {input.nb} {output[0]} --cwd {RESULTS} "
         "-p profile {PROFILE} -p results_dir $(realpath {RESULTS}) > {log} 2>&1 && "

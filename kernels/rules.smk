@@ -9,6 +9,7 @@ rule kernels_interpreter_bench:
     input: [GPU_CSV] if Path(GPU_CSV).exists() else []
     output: prov(f"{KERNELS}/tables/interpreter_bench.csv", f"{KERNELS}/metrics/kernels.json")
     threads: 1
+    benchmark: bench("kernels_interpreter_bench")
     shell:
         "OMP_NUM_THREADS=1 TRITON_INTERPRET=1 REPRO_PROFILE={PROFILE} {PY} -m kernels.bench --quick "
         "--out {output[0]} --metrics {output[2]} --gpu-csv {GPU_CSV} --profile {PROFILE} --rule {rule}"
@@ -19,6 +20,7 @@ rule kernels_notebook:
         metrics=f"{KERNELS}/metrics.json",
     output: prov(f"{KERNELS}/kernels.ipynb")
     log: f"{RESULTS}/logs/kernels_notebook.log"
+    benchmark: bench("kernels_notebook")
     shell:
         "{PAPERMILL} {input.nb} {output[0]} --cwd {KERNELS} "
         "-p profile {PROFILE} -p results_dir $(realpath {KERNELS}) -p claims_path $(realpath kernels/claims.yaml) "

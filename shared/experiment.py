@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping
 from .assets import MissingAssetError
 from .config import PROFILES, Config, ConfigError, config_hash, load_config
 from .io import write_json, write_text
-from .provenance import write_sidecar
+from .provenance import process_usage, write_sidecar
 from .seeding import seed_everything, set_threads
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -49,7 +49,8 @@ class Run:
     def _stamp(self, path: Path, extra: Mapping[str, Any] | None = None) -> Path:
         write_sidecar(path, profile=self.profile, config_hash=self.hash, seed=self.seed, rule=self.rule,
                       wall_time_s=time.perf_counter() - self.start,
-                      extra={"paper": self.paper, "experiment": self.experiment, **(extra or {})})
+                      extra={"paper": self.paper, "experiment": self.experiment, "process": process_usage(),
+                             **(extra or {})})
         return path
 
     def save_metrics(self, metrics: Mapping[str, Any]) -> Path:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import importlib.metadata
+import os
 import platform
 import subprocess
 import sys
@@ -69,6 +70,32 @@ def device_info() -> dict[str, Any]:
     else:
         info["device"] = "cpu (torch not imported)"
     return info
+
+
+def _process_age() -> float | None:
+    """Seconds since this process was created (forked), from /proc; None where there is none."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])   # field 22, starttime
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+
+
+def process_usage() -> dict[str, Any]:
+    """This process's own cost so far: wall seconds since it was created (a warm-started job: since its
+    fork from the warm server, so the imports it skipped are not counted), CPU seconds of it and of
+    its waited-for children (user + system), its peak resident memory, and whether it was warm."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    age = _process_age()
+    return {"pid": os.getpid(), "wall_s": None if age is None else round(age, 3),
+            "cpu_s": round(own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime, 3),
+            "max_rss_mib": round(max(own.ru_maxrss, children.ru_maxrss) / 1024, 1),
+            "warm": os.environ.get("REPRO_WARM_JOB") == "1"}
 
 
 def record(

@@ -20,8 +20,11 @@ had. If the client dies (snakemake cancels the job, Ctrl-C, SIGKILL), its connec
 server kills the child. The server is single-threaded (a selector loop), so forking it is safe, and
 it exits when its parent process (snakemake) is gone or after `IDLE_S` seconds with nothing to do.
 
-Cost: Snakemake's `benchmark:` files measure the client, not the job, so a run whose budgets are read
-from them (`make reproduce`) runs cold; the rehearsal and the test suite's smoke run use this."""
+Accounting: snakemake's `benchmark:` file of a warm job measures its client, not the job, so every
+experiment job records its own cost in its provenance (`shared.provenance.process_usage`: wall since
+the fork, CPU of the child and its children, peak RSS, `warm: true`; the child runs with
+REPRO_WARM_JOB=1, which no job reads), and the budgets quote those (tools/bench_reproduce.py). On by
+default in a local run (`make reproduce`, the rehearsal, the test suite's smoke run)."""
 from __future__ import annotations
 
 import json
@@ -108,6 +111,7 @@ def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        os.environ["REPRO_WARM_JOB"] = "1"   # for the job's own accounting (shared.provenance.process_usage)
         import random
 
         random.seed()

@@ -24,15 +24,12 @@ PAPER_TARGETS.extend(prov(
 # late ended with base_ablation alone on one core).
 
 
-def e2gan_bench(name):
-    """Per-job wall and CPU seconds (snakemake's benchmark: s, cpu_time), for the budget."""
-    return f"{X}/benchmarks/{name}.tsv"
 
 
 rule e2gan_fd_net:
     input: paper_config("e2gan")
     output: prov(E2GAN_FD, f"{X}/logs/fd_net.csv")
-    benchmark: e2gan_bench("fd_net")
+    benchmark: bench("e2gan_fd_net")
     priority: 229
     threads: 1
     shell: experiment_cmd("e2gan", "fd_net")
@@ -42,7 +39,7 @@ rule e2gan_base_model:
     input: paper_config("e2gan")
     output: prov(f"{X}/metrics/base_clustered.json", f"{X}/logs/base_clustered.csv")
     priority: 384
-    benchmark: e2gan_bench("base_clustered")
+    benchmark: bench("e2gan_base_model")
     threads: 1
     shell: experiment_cmd("e2gan", "base_clustered")
 
@@ -50,7 +47,7 @@ rule e2gan_base_model:
 rule e2gan_base_variants:
     input: paper_config("e2gan")
     output: prov(f"{X}/metrics/base_variants.json", f"{X}/logs/base_variants.csv")
-    benchmark: e2gan_bench("base_variants")
+    benchmark: bench("e2gan_base_variants")
     priority: 269
     threads: 1
     shell: experiment_cmd("e2gan", "base_variants")
@@ -60,7 +57,7 @@ rule e2gan_lr_grid_scratch:
     input: paper_config("e2gan")
     output: prov(f"{X}/metrics/lr_grid_scratch.json", f"{X}/logs/lr_grid_scratch.csv", f"{X}/tables/e2gan_lr_grid_scratch.csv", f"{X}/tables/e2gan_lr_grid_scratch.md")
     priority: 346
-    benchmark: e2gan_bench("lr_grid_scratch")
+    benchmark: bench("e2gan_lr_grid_scratch")
     threads: 1
     shell: experiment_cmd("e2gan", "lr_grid_scratch")
 
@@ -69,7 +66,7 @@ rule e2gan_scratch_s0:
     input: paper_config("e2gan"), f"{X}/metrics/lr_grid_scratch.json", E2GAN_FD
     output: prov(f"{X}/metrics/scratch_s0.json", f"{X}/logs/scratch_s0.csv")
     priority: 186
-    benchmark: e2gan_bench("scratch_s0")
+    benchmark: bench("e2gan_scratch_s0")
     threads: 1
     shell: experiment_cmd("e2gan", "scratch_s0")
 
@@ -78,7 +75,7 @@ rule e2gan_scratch_s1:
     input: paper_config("e2gan"), f"{X}/metrics/lr_grid_scratch.json", E2GAN_FD
     output: prov(f"{X}/metrics/scratch_s1.json", f"{X}/logs/scratch_s1.csv")
     priority: 214
-    benchmark: e2gan_bench("scratch_s1")
+    benchmark: bench("e2gan_scratch_s1")
     threads: 1
     shell: experiment_cmd("e2gan", "scratch_s1")
 
@@ -87,7 +84,7 @@ rule e2gan_scratch_s2:
     input: paper_config("e2gan"), f"{X}/metrics/lr_grid_scratch.json", E2GAN_FD
     output: prov(f"{X}/metrics/scratch_s2.json", f"{X}/logs/scratch_s2.csv")
     priority: 157
-    benchmark: e2gan_bench("scratch_s2")
+    benchmark: bench("e2gan_scratch_s2")
     threads: 1
     shell: experiment_cmd("e2gan", "scratch_s2")
 
@@ -99,7 +96,7 @@ rule e2gan_finetune:
     output: prov(f"{X}/metrics/finetune_s{{i}}.json", f"{X}/logs/finetune_s{{i}}.csv")
     wildcard_constraints: i="[0-2]"
     priority: 95
-    benchmark: e2gan_bench("finetune_s{i}")
+    benchmark: bench("e2gan_finetune", "i")
     threads: 1
     shell: experiment_cmd("e2gan", "finetune_s{wildcards.i}")
 
@@ -108,7 +105,7 @@ rule e2gan_rank_search:
     input: paper_config("e2gan"), f"{X}/metrics/base_clustered.json"
     output: prov(f"{X}/metrics/rank_search.json", f"{X}/logs/rank_search.csv")
     priority: 339
-    benchmark: e2gan_bench("rank_search")
+    benchmark: bench("e2gan_rank_search")
     threads: 1
     shell: experiment_cmd("e2gan", "rank_search")
 
@@ -117,7 +114,7 @@ rule e2gan_lr_grid:
     input: paper_config("e2gan"), f"{X}/metrics/base_clustered.json", f"{X}/metrics/rank_search.json"
     output: prov(f"{X}/metrics/lr_grid.json", f"{X}/logs/lr_grid.csv", f"{X}/tables/e2gan_lr_grid.csv", f"{X}/tables/e2gan_lr_grid.md")
     priority: 236
-    benchmark: e2gan_bench("lr_grid")
+    benchmark: bench("e2gan_lr_grid")
     threads: 1
     shell: experiment_cmd("e2gan", "lr_grid")
 
@@ -132,7 +129,7 @@ rule e2gan_concept_table:
              f"{X}/tables/e2gan_random_ranks.csv", f"{X}/tables/e2gan_random_ranks.md",
              f"{X}/figures/e2gan_image_grid.png", f"{X}/figures/e2gan_image_grid.pdf")
     priority: 25
-    benchmark: e2gan_bench("concept_table")
+    benchmark: bench("e2gan_concept_table")
     threads: 1
     shell: experiment_cmd("e2gan", "concept_table")
 
@@ -143,7 +140,7 @@ rule e2gan_base_ablation_table:
         prov(f"{X}/metrics/base_ablation.json", f"{X}/logs/base_ablation.csv", f"{X}/tables/e2gan_base_ablation.csv", f"{X}/tables/e2gan_base_ablation.md",
              f"{X}/tables/e2gan_base_ablation_runs.csv", f"{X}/tables/e2gan_base_ablation_runs.md")
     priority: 135
-    benchmark: e2gan_bench("base_ablation")
+    benchmark: bench("e2gan_base_ablation_table")
     threads: 1
     shell: experiment_cmd("e2gan", "base_ablation")
 
@@ -154,7 +151,7 @@ rule e2gan_data_size_figure:
         prov(f"{X}/metrics/data_size_curve.json", f"{X}/logs/data_size_curve.csv", f"{X}/figures/e2gan_data_size.png", f"{X}/figures/e2gan_data_size.pdf",
              f"{X}/tables/e2gan_data_size.csv", f"{X}/tables/e2gan_data_size.md")
     priority: 104
-    benchmark: e2gan_bench("data_size_curve")
+    benchmark: bench("e2gan_data_size_figure")
     threads: 1
     shell: experiment_cmd("e2gan", "data_size_curve")
 
@@ -163,6 +160,6 @@ rule e2gan_latency_table:
     input: paper_config("e2gan")
     output: prov(f"{X}/metrics/latency_table.json", f"{X}/tables/e2gan_latency.csv", f"{X}/tables/e2gan_latency.md")
     priority: 8
-    benchmark: e2gan_bench("latency_table")
+    benchmark: bench("e2gan_latency_table")
     threads: 1
     shell: experiment_cmd("e2gan", "latency_table")

@@ -43,6 +43,7 @@ rule everest_pretrain_checkpoints:
     wildcard_constraints: arm="|".join(EV_PRETRAIN)
     threads: 1
     resources: **EV_TRAINING_RESOURCES
+    benchmark: bench("everest_pretrain_checkpoints", "arm")
     shell: experiment_cmd("everest", "pretrain_{wildcards.arm}", EV_LAUNCHER, EV_TRAINER_SET)
 
 
@@ -53,6 +54,7 @@ rule everest_finetune_top1:
     wildcard_constraints: arm="|".join(EV_FINETUNE)
     threads: 1
     resources: **EV_TRAINING_RESOURCES
+    benchmark: bench("everest_finetune_top1", "arm")
     shell: experiment_cmd("everest", "finetune_{wildcards.arm}", EV_LAUNCHER, EV_TRAINER_SET)
 
 
@@ -61,6 +63,7 @@ rule everest_label_leak_probe:
     input: paper_config("everest")
     output: prov(f"{EV}/metrics/label_leak.json", f"{EV}/tables/label_leak.csv", f"{EV}/tables/label_leak.md")
     threads: 1
+    benchmark: bench("everest_label_leak_probe")
     shell: experiment_cmd("everest", "label_leak")
 
 
@@ -74,6 +77,7 @@ rule everest_accuracy_table:
              *[f"{EV}/tables/{t}.{ext}" for t in ("accuracy_2x2", "accuracy", "accuracy_gaps", "frame_selection")
                for ext in ("csv", "md")]),
     threads: 1
+    benchmark: bench("everest_accuracy_table")
     shell: experiment_cmd("everest", "accuracy")
 
 
@@ -81,6 +85,7 @@ rule everest_efficiency_table:
     input: paper_config("everest")
     output: prov(f"{EV}/metrics/efficiency.json", f"{EV}/tables/efficiency.csv", f"{EV}/tables/efficiency.md")
     threads: 1
+    benchmark: bench("everest_efficiency_table")
     shell: experiment_cmd("everest", "efficiency")
 
 
@@ -90,6 +95,7 @@ rule everest_efficiency_vit_b_table:
         prov(f"{EV}/metrics/efficiency_vit_b.json", f"{EV}/tables/efficiency_vit_b.csv",
              f"{EV}/tables/efficiency_vit_b.md"),
     threads: 1
+    benchmark: bench("everest_efficiency_vit_b_table")
     shell: experiment_cmd("everest", "efficiency_vit_b")
 
 
@@ -99,4 +105,5 @@ rule everest_token_overlay:
         prov(f"{EV}/metrics/token_overlay.json", f"{EV}/figures/token_overlay.png", f"{EV}/figures/token_overlay.pdf",
              f"{EV}/tables/token_selection.csv", f"{EV}/tables/token_selection.md"),
     threads: 1
+    benchmark: bench("everest_token_overlay")
     shell: experiment_cmd("everest", "token_overlay")

@@ -18,30 +18,35 @@ rule freebind_bonds_seed0:
     input: paper_config("freebind")
     output: prov(f"{FB}/metrics/bonds_s0.json")
     threads: 1
+    benchmark: bench("freebind_bonds_seed0")
     shell: experiment_cmd("freebind", "bonds_s0")
 
 rule freebind_bonds_seed1:
     input: paper_config("freebind")
     output: prov(f"{FB}/metrics/bonds_s1.json")
     threads: 1
+    benchmark: bench("freebind_bonds_seed1")
     shell: experiment_cmd("freebind", "bonds_s1")
 
 rule freebind_bonds_seed2:
     input: paper_config("freebind")
     output: prov(f"{FB}/metrics/bonds_s2.json")
     threads: 1
+    benchmark: bench("freebind_bonds_seed2")
     shell: experiment_cmd("freebind", "bonds_s2")
 
 rule freebind_bonds_seed3:
     input: paper_config("freebind")
     output: prov(f"{FB}/metrics/bonds_s3.json")
     threads: 1
+    benchmark: bench("freebind_bonds_seed3")
     shell: experiment_cmd("freebind", "bonds_s3")
 
 rule freebind_bonds_seed4:
     input: paper_config("freebind")
     output: prov(f"{FB}/metrics/bonds_s4.json")
     threads: 1
+    benchmark: bench("freebind_bonds_seed4")
     shell: experiment_cmd("freebind", "bonds_s4")
 
 rule freebind_fragile_point:
@@ -50,6 +55,7 @@ rule freebind_fragile_point:
     output: prov(f"{FB}/metrics/fragile_p{{i}}.json")
     wildcard_constraints: i=r"\d+"
     threads: 1
+    benchmark: bench("freebind_fragile_point", "i")
     shell: experiment_cmd("freebind", "fragile_p{wildcards.i}")
 
 rule freebind_main_table:
@@ -58,6 +64,7 @@ rule freebind_main_table:
         prov(f"{FB}/metrics/main_table.json", f"{FB}/tables/main_table.csv", f"{FB}/tables/main_table.md",
              f"{FB}/tables/main_table_gaps.csv", f"{FB}/tables/main_table_gaps.md"),
     threads: 1
+    benchmark: bench("freebind_main_table")
     shell: experiment_cmd("freebind", "main_table")
 
 rule freebind_lambda_figure:
@@ -67,6 +74,7 @@ rule freebind_lambda_figure:
              f"{FB}/figures/lambda_tradeoff.pdf", f"{FB}/tables/lambda_t_sweep.csv",
              f"{FB}/tables/lambda_t_sweep.md", f"{FB}/tables/lambda_a_sweep.csv", f"{FB}/tables/lambda_a_sweep.md"),
     threads: 1
+    benchmark: bench("freebind_lambda_figure")
     shell: experiment_cmd("freebind", "lambda_tradeoff")
 
 rule freebind_fragile_figure:
@@ -75,10 +83,12 @@ rule freebind_fragile_figure:
         prov(f"{FB}/metrics/fragile.json", f"{FB}/figures/fragile_claim.png", f"{FB}/figures/fragile_claim.pdf",
              f"{FB}/tables/fragile_claim.csv", f"{FB}/tables/fragile_claim.md"),
     threads: 1
+    benchmark: bench("freebind_fragile_figure")
     shell: experiment_cmd("freebind", "fragile")
 
 rule freebind_cost_table:
     input: paper_config("freebind"), FB_SEEDS
     output: prov(f"{FB}/metrics/cost.json", f"{FB}/tables/cost.csv", f"{FB}/tables/cost.md")
     threads: 1
+    benchmark: bench("freebind_cost_table")
     shell: experiment_cmd("freebind", "cost")

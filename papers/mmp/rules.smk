@@ -26,6 +26,7 @@ if PROFILE == "full":
             prov(f"{MMP}/metrics/cindex_{{arm,abmil|pathway|mmp_histo|mmp_gene|mmp_trans_std_pi|mmp_ot|full_transformer}}.json",
                  f"{MMP}/logs/cindex_{{arm}}.csv")
         threads: 1
+        benchmark: bench("mmp_cindex_arm", "arm")
         shell: experiment_cmd("mmp", "cindex_{wildcards.arm}")
 else:
     rule mmp_cindex_arms:
@@ -38,6 +39,7 @@ else:
             prov(*[f"{MMP}/metrics/cindex_{a}.json" for a in MMP_TRAINED_ARMS],
                  *[f"{MMP}/logs/cindex_{a}.csv" for a in MMP_TRAINED_ARMS])
         threads: 1
+        benchmark: bench("mmp_cindex_arms")
         shell: experiment_cmd("mmp", " ".join(f"cindex_{a}" for a in MMP_TRAINED_ARMS))
 
 
@@ -47,6 +49,7 @@ rule mmp_cindex_prototype_cox:
     output:
         prov(f"{MMP}/metrics/cindex_prototype_cox.json")
     threads: 1
+    benchmark: bench("mmp_cindex_prototype_cox")
     shell: experiment_cmd("mmp", "cindex_prototype_cox")
 
 
@@ -58,6 +61,7 @@ rule mmp_interpretability_figure:
         prov(f"{MMP}/metrics/cindex_mmp_trans.json", f"{MMP}/figures/interpretability.png",
              f"{MMP}/figures/interpretability.pdf", f"{MMP}/logs/cindex_mmp_trans.csv"),
     threads: 1
+    benchmark: bench("mmp_interpretability_figure")
     shell: experiment_cmd("mmp", "cindex_mmp_trans")
 
 
@@ -67,6 +71,7 @@ rule mmp_oracle_ceilings:
     output:
         prov(f"{MMP}/metrics/oracle_ceilings.json")
     threads: 1
+    benchmark: bench("mmp_oracle_ceilings")
     shell: experiment_cmd("mmp", "oracle_ceilings")
 
 
@@ -76,6 +81,7 @@ rule mmp_cindex_table:
         prov(f"{MMP}/metrics/cindex.json", f"{MMP}/tables/cindex.csv", f"{MMP}/tables/cindex.md",
              f"{MMP}/tables/token_spread.csv", f"{MMP}/tables/token_spread.md")
     threads: 1
+    benchmark: bench("mmp_cindex_table")
     shell: experiment_cmd("mmp", "cindex")
 
 
@@ -87,6 +93,7 @@ rule mmp_trans_diagnostics_table:
         prov(f"{MMP}/metrics/trans_diagnostics.json", f"{MMP}/tables/trans_diagnostics.csv",
              f"{MMP}/tables/trans_diagnostics.md", f"{MMP}/logs/trans_diagnostics.csv")
     threads: 1
+    benchmark: bench("mmp_trans_diagnostics_table")
     shell: experiment_cmd("mmp", "trans_diagnostics")
 
 
@@ -97,6 +104,7 @@ rule mmp_cost_figure:
                  f"{MMP}/tables/cost.csv", f"{MMP}/tables/cost.md", f"{MMP}/tables/ot_speed.csv",
                  f"{MMP}/tables/ot_speed.md")
     threads: 1
+    benchmark: bench("mmp_cost_figure")
     shell: experiment_cmd("mmp", "cost")
 
 
@@ -105,6 +113,7 @@ rule mmp_compression_table:
     output:
         prov(f"{MMP}/metrics/compression.json", f"{MMP}/tables/compression.csv", f"{MMP}/tables/compression.md")
     threads: 1
+    benchmark: bench("mmp_compression_table")
     shell: experiment_cmd("mmp", "compression")
 
 
@@ -114,6 +123,7 @@ rule mmp_loss_ablation_table:
         prov(f"{MMP}/metrics/loss_ablation.json", f"{MMP}/tables/loss_ablation.csv",
                  f"{MMP}/tables/loss_ablation.md", f"{MMP}/logs/loss_ablation.csv")
     threads: 1
+    benchmark: bench("mmp_loss_ablation_table")
     shell: experiment_cmd("mmp", "loss_ablation")
 
 
@@ -123,6 +133,7 @@ rule mmp_recovery_figure:
         prov(f"{MMP}/metrics/recovery.json", f"{MMP}/figures/recovery.png", f"{MMP}/figures/recovery.pdf",
                  f"{MMP}/tables/recovery.csv", f"{MMP}/tables/recovery.md")
     threads: 1
+    benchmark: bench("mmp_recovery_figure")
     shell: experiment_cmd("mmp", "recovery")
 
 
@@ -132,4 +143,5 @@ rule mmp_breast_cancer_table:
         prov(f"{MMP}/metrics/breast_cancer.json", f"{MMP}/tables/breast_cancer.csv",
                  f"{MMP}/tables/breast_cancer.md", f"{MMP}/logs/breast_cancer.csv")
     threads: 1
+    benchmark: bench("mmp_breast_cancer_table")
     shell: experiment_cmd("mmp", "breast_cancer")

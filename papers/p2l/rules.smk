@@ -10,9 +10,6 @@ P2L_PRIOR = [f"{P2L}/metrics/{e}.json" for e in ("train_classifier", "train_prio
 P2L_GATE = [f"{P2L}/metrics/prior_gate.json"] if _P2L_TINY_PRIOR else []
 P2L_PARTS = [f"{P2L}/metrics/main_{t}.json" for t in P2L_TASKS]
 
-def p2l_bench(name):
-    """Per-job wall and CPU seconds (snakemake's benchmark: s, cpu_time), for the budget."""
-    return f"{P2L}/benchmarks/{name}.tsv"
 
 
 PAPER_METRICS["p2l"] = P2L_PRIOR + P2L_GATE + P2L_PARTS + [f"{P2L}/metrics/main_table.json", f"{P2L}/metrics/floors.json",
@@ -31,7 +28,7 @@ rule p2l_classifier:
     """The attribute classifier, beside the VAE and the LDM (the gate, the FD proxy and attribute accuracy read it)."""
     input: paper_config("p2l")
     output: prov(f"{P2L}/metrics/train_classifier.json")
-    benchmark: p2l_bench("classifier")
+    benchmark: bench("p2l_classifier")
     priority: 50
     threads: 1
     shell: experiment_cmd("p2l", "train_classifier")
@@ -40,7 +37,7 @@ rule p2l_classifier:
 rule p2l_prior:
     input: paper_config("p2l")
     output: prov(f"{P2L}/metrics/train_prior.json")
-    benchmark: p2l_bench("prior")
+    benchmark: bench("p2l_prior")
     priority: 600
     threads: 1
     shell: experiment_cmd("p2l", "train_prior")
@@ -50,7 +47,7 @@ rule p2l_prior_gate:
     """The prior follows its captions (the claims' gate): beside the main tasks, which need only the prior."""
     input: paper_config("p2l"), P2L_PRIOR
     output: prov(f"{P2L}/metrics/prior_gate.json", f"{P2L}/figures/prior_samples.png", f"{P2L}/figures/prior_samples.pdf")
-    benchmark: p2l_bench("prior_gate")
+    benchmark: bench("p2l_prior_gate")
     priority: 90
     threads: 1
     shell: experiment_cmd("p2l", "prior_gate")
@@ -63,7 +60,7 @@ rule p2l_task_solutions:
              *[f"{P2L}/figures/{k}_{{task}}.{e}" for k in ("grid", "tuning") for e in ("png", "pdf")],
              *[f"{P2L}/tables/{k}_{{task}}.{e}" for k in ("tuning", "per_image") for e in ("csv", "md")])
     wildcard_constraints: task="|".join(P2L_TASKS)
-    benchmark: p2l_bench("main_{task}")
+    benchmark: bench("p2l_task_solutions", "task")
     priority: lambda wildcards: 400 if wildcards.task == P2L_CFG["ablation"]["task"] else 200
     threads: 1
     shell: experiment_cmd("p2l", "main_{wildcards.task}")
@@ -76,7 +73,7 @@ rule p2l_main_table:
              *[f"{P2L}/tables/{k}.{e}" for k in ("main_table", "main_table_wide", "runtime_nfe", "artifacts_range")
                for e in ("csv", "md")],
              *[f"{P2L}/figures/{k}.{e}" for k in ("prompt_trajectory", "off_range") for e in ("png", "pdf")])
-    benchmark: p2l_bench("main_table")
+    benchmark: bench("p2l_main_table")
     priority: 20
     threads: 1
     shell: experiment_cmd("p2l", "main_table")
@@ -89,7 +86,7 @@ rule p2l_floors_table:
     output:
         prov(f"{P2L}/metrics/floors.json",
              *[f"{P2L}/tables/{k}.{e}" for k in ("floors", "floors_standing") for e in ("csv", "md")])
-    benchmark: p2l_bench("floors")
+    benchmark: bench("p2l_floors_table")
     priority: 20
     threads: 1
     shell: experiment_cmd("p2l", "floors")
@@ -100,7 +97,7 @@ rule p2l_ablation_table:
     output:
         prov(f"{P2L}/metrics/ablation.json",
              *[f"{P2L}/tables/{k}.{e}" for k in ("ablation", "ablation_tuning") for e in ("csv", "md")])
-    benchmark: p2l_bench("ablation")
+    benchmark: bench("p2l_ablation_table")
     priority: 300
     threads: 1
     shell: experiment_cmd("p2l", "ablation")
@@ -110,7 +107,7 @@ rule p2l_steps_check:
     """The main table's ranking again at steps_check.steps DDIM steps on one task (tuned values reused)."""
     input: paper_config("p2l"), f"{P2L}/metrics/main_{P2L_CFG['steps_check']['task']}.json"
     output: prov(f"{P2L}/metrics/steps_check.json", f"{P2L}/tables/steps_check.csv", f"{P2L}/tables/steps_check.md")
-    benchmark: p2l_bench("steps_check")
+    benchmark: bench("p2l_steps_check")
     priority: 100
     threads: 1
     shell: experiment_cmd("p2l", "steps_check")
