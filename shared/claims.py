@@ -30,6 +30,7 @@ from .claims_evidence import (FAIL, INCONCLUSIVE, MIN_UNITS, NOT_RUN, PASS, UNIT
 from .claims_report import STATUSES, counts, kind_summary, to_markdown
 from .claims_spec import ALL_OPS, KINDS, ClaimsError, describe_test, is_knob_test, load_claims, region
 from .io import read_json, write_json, write_text
+from .samples import is_knob
 
 __all__ = ["ALL_OPS", "FAIL", "INCONCLUSIVE", "KINDS", "MIN_UNITS", "NOT_RUN", "PASS", "STATUSES", "UNIT_PLURAL",
            "ClaimResult", "ClaimsError", "Evidence", "apply_floors", "counts", "decide", "describe_evidence",
@@ -102,6 +103,9 @@ def _robustness(entry: Mapping, metrics: Mapping, status: str) -> str | None:
         ref = lookup(metrics, spec["ref"]) if "ref" in spec else None
     except KeyError:
         return f"{spec['knob']}: not run"
+    if not is_knob(sweep) or (ref is not None and (not is_knob(ref) or ref["points"] != sweep["points"])):
+        raise ClaimsError(f"{entry['id']}: robust_over needs knob samples at {spec['metric']!r}"
+                          + (f" and {spec['ref']!r} at the same points" if ref is not None else ""))
     test = entry["test"]
     agree = 0
     for j, s in enumerate(sweep["samples"]):
