@@ -94,11 +94,13 @@ def experiment_cmd(paper, experiment, launcher="", overrides=()):
 ON_SLURM = "slurm_partition" in (workflow.resource_settings.default_resources or {})
 # Warm starts (shared/warm.py): a local run's experiment jobs fork from one server that has imported
 # torch and Lightning once, instead of ~3-6 CPU-s of imports each; same commands, same results, a cold
-# start whenever the server is not up. On by default in a local run (make reproduce, the rehearsal,
-# the test suite's smoke run); --config warm=0 runs every job cold. A warm job's benchmark: file then
-# measures its client, so each experiment job records its own wall, CPU and peak memory in its
-# provenance (`process`), which the budgets quote (tools/bench_reproduce.py).
-WARM = str(config.get("warm", "1")).lower() in ("1", "true", "yes") and not ON_SLURM
+# start whenever the server is not up. On by default in a local run at smoke and tiny (make reproduce,
+# the test suite's smoke run) and in the rehearsal; off at a real full run, whose jobs run for hours and
+# whose local multi-GPU trainings Lightning starts as processes of their own; --config warm=0|1 decides.
+# A warm job's benchmark: file measures its client, so each experiment job records its own wall, CPU and
+# peak memory in its provenance (`process`), which the budgets quote (tools/bench_reproduce.py).
+WARM = (str(config.get("warm", "1" if REHEARSAL or PROFILE != "full" else "0")).lower() in ("1", "true", "yes")
+        and not ON_SLURM)
 _WARM_ID = hashlib.sha1(str(Path(RESULTS).resolve()).encode()).hexdigest()[:12]   # one per results folder
 WARM_SOCKET = Path(tempfile.gettempdir()) / f"repro-warm-{_WARM_ID}.sock"
 PYM = f"{PY} -m shared.warm {WARM_SOCKET} -m" if WARM else f"{PY} -m"

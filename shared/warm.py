@@ -24,7 +24,8 @@ Accounting: snakemake's `benchmark:` file of a warm job measures its client, not
 experiment job records its own cost in its provenance (`shared.provenance.process_usage`: wall since
 the fork, CPU of the child and its children, peak RSS, `warm: true`; the child runs with
 REPRO_WARM_JOB=1, which no job reads), and the budgets quote those (tools/bench_reproduce.py). On by
-default in a local run (`make reproduce`, the rehearsal, the test suite's smoke run)."""
+default in a local run at smoke and tiny (`make reproduce`, the test suite's smoke run) and in the
+rehearsal."""
 from __future__ import annotations
 
 import json
