@@ -26,7 +26,7 @@ from typing import Any, Mapping
 
 from .claims_audit import audit_claim, audit_files
 from .claims_evidence import (FAIL, INCONCLUSIVE, MIN_UNITS, NOT_RUN, PASS, UNIT_PLURAL, Evidence, decide, gather,
-                              fmt as _fmt, knob_evidence, lookup, plural)
+                              fmt as _fmt, knob_evidence, lookup, plural, point_verdict)
 from .claims_report import STATUSES, counts, kind_summary, to_markdown
 from .claims_spec import ALL_OPS, KINDS, ClaimsError, describe_test, is_knob_test, load_claims, region
 from .io import read_json, write_json, write_text
@@ -62,10 +62,6 @@ class ClaimResult:
     knob: dict | None = None          # a knob claim's curve: points, estimate, lo, hi (verdicts, holds_from)
     robust: str | None = None         # "k/m worlds of <knob> agree"
     audit: list[str] = field(default_factory=list)
-
-    @property
-    def floor(self) -> bool:
-        return self.kind == "floor"
 
 
 def describe_evidence(ev: Evidence) -> str:
@@ -111,8 +107,7 @@ def _robustness(entry: Mapping, metrics: Mapping, status: str) -> str | None:
     for j, s in enumerate(sweep["samples"]):
         ev = gather(spec["metric"], s, spec.get("ref"), None if ref is None else ref["samples"][j],
                     float(test.get("factor", 1.0)))
-        verdict = INCONCLUSIVE if ev is None or (ev.n is not None and ev.n < MIN_UNITS) else decide(ev.lo, ev.hi, test)
-        agree += verdict == status
+        agree += point_verdict(ev, test) == status
     return f"{agree}/{len(sweep['samples'])} worlds of {sweep['knob']}"
 
 

@@ -98,6 +98,14 @@ def decide(lo: float, hi: float, test: Mapping) -> str:
     return FAIL if (misses_low or misses_high) else INCONCLUSIVE
 
 
+def point_verdict(ev: "Evidence | None", test: Mapping) -> str:
+    """The verdict of one point test on its evidence: INCONCLUSIVE without evidence or with fewer than
+    MIN_UNITS units (groups), else by `decide`."""
+    if ev is None or (ev.n is not None and ev.n < MIN_UNITS):
+        return INCONCLUSIVE
+    return decide(ev.lo, ev.hi, test)
+
+
 def _keys(groups: list) -> list[tuple]:
     """(group, index of the unit within its group) for each value."""
     seen: dict = {}
@@ -249,7 +257,7 @@ def knob_evidence(entry: Mapping, metrics: Mapping, level: float = LEVEL) -> tup
     for s, r in pairs:
         ev = gather(entry["metric"], s, ref_key, r, factor, level)
         evs.append(ev)
-        verdicts.append(INCONCLUSIVE if ev.n is not None and ev.n < MIN_UNITS else decide(ev.lo, ev.hi, inner))
+        verdicts.append(point_verdict(ev, inner))
     start = float(test.get("from", points[0]))
     in_range = [j for j, p in enumerate(points) if p >= start]
     holds = next((points[j] for j in range(len(points)) if all(v == PASS for v in verdicts[j:])), None)
