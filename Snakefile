@@ -14,6 +14,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 PROFILES = ["smoke", "tiny", "full"]
@@ -223,10 +224,16 @@ WARM_ENV = {**os.environ, **dict.fromkeys(("OMP_NUM_THREADS", "GOTO_NUM_THREADS"
 onstart:
     if WARM:
         Path(f"{RESULTS}/logs").mkdir(parents=True, exist_ok=True)
+        WARM_SOCKET.unlink(missing_ok=True)   # a killed run's socket, so the wait below sees this server's
         with open(f"{RESULTS}/logs/warm.log", "w") as _log:
             _WARM_SERVER.append(subprocess.Popen(
                 [PY, "-m", "shared.warm", "serve", str(WARM_SOCKET), "--parent", str(os.getpid())],
                 env=WARM_ENV, stdout=_log, stderr=_log, start_new_session=True))
+        # the first jobs start cold unless the server is listening; it appears once the imports are done
+        # (a few seconds); a server that fails or is slow leaves the jobs cold, never stuck
+        _deadline = time.monotonic() + 60
+        while not WARM_SOCKET.exists() and _WARM_SERVER[0].poll() is None and time.monotonic() < _deadline:
+            time.sleep(0.2)
 
 onsuccess:
     for _server in _WARM_SERVER:

@@ -9,6 +9,10 @@
 - Image-text expert ("InternVL-C"): image and text encoders trained on more pairs, wider.
 
 Each stage is one Lightning fit (shared.training), symmetric InfoNCE with a learnable temperature.
+The two audio-text experts have one architecture and as many pairs, so with `spaces.stack_experts`
+(default) they train in one fit as a two-member `shared.seed_stack.SeedStack`: each expert on its own
+pairs, with its own temperature and optimiser state, equal to its separate fit to float rounding
+(tests/freebind/test_freebind_stacked_experts.py) at about half the fixed cost per step.
 Its checkpoint is keyed by the hash of everything that decides it (the world, the `spaces` section,
 the stage) and the seed, so it is reused only by a run with the same key (`shared.run_cache`).
 """
@@ -23,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from shared.seed_stack import SeedStack
 from shared.training import EpochSeededSampler, fit, make_trainer
 
 from .world import VOCAB, World, skewed_prior
@@ -89,7 +94,7 @@ class PairModule(L.LightningModule):
 
 
 def train_pair(enc_a, enc_b, xa, xb, *, out_dir: Path, seed: int, epochs: int, batch: int, lr: float,
-               freeze_b: bool = False, cache_config: dict | None = None) -> None:
+               freeze_b: bool = False, cache_config: dict | None = None) -> PairModule:
     module = PairModule(enc_a, enc_b, lr, freeze_b)
     loader = DataLoader(TensorDataset(xa, xb), batch_size=batch, sampler=EpochSeededSampler(len(xa), seed),
                         drop_last=True)
@@ -97,6 +102,51 @@ def train_pair(enc_a, enc_b, xa, xb, *, out_dir: Path, seed: int, epochs: int, b
     fit(trainer, module, loader)
     enc_a.eval()
     enc_b.eval()
+    return module
+
+
+class StackedPairModule(L.LightningModule):
+    """`PairModule` for K same-shaped pairs at once: member k trains enc_a[k], enc_b[k] and its own
+    temperature on its own batch; the loss is the sum of the members' losses (so each member's gradient
+    is its own; Adam is elementwise)."""
+
+    def __init__(self, encs_a: list[nn.Module], encs_b: list[nn.Module], lr: float):
+        super().__init__()
+        self.k, self.lr = len(encs_a), lr
+        self.enc_a, self.enc_b = SeedStack(encs_a), SeedStack(encs_b)
+        self.log_scale = nn.Parameter(torch.full((self.k,), float(np.log(1 / 0.07))))
+
+    def training_step(self, batch, _):
+        xa, xb = (x.transpose(0, 1) for x in batch)   # (B, K, ...) -> (K, B, ...)
+        za, zb = self.enc_a(xa), self.enc_b(xb)
+        tau = 1.0 / self.log_scale.clamp(max=np.log(100)).exp()
+        loss = sum(info_nce(za[k], zb[k], tau[k]) for k in range(self.k))
+        self.log("loss", loss / self.k)
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), lr=self.lr, foreach=True)
+
+
+def train_pairs_stacked(encs_a: list[nn.Module], encs_b: list[nn.Module], xas: list[torch.Tensor],
+                        xbs: list[torch.Tensor], *, out_dir: Path, seed: int, epochs: int, batch: int, lr: float,
+                        cache_config: dict | None = None) -> StackedPairModule:
+    """`train_pair` for K same-shaped pairs with as many rows each, in one fit; the trained weights are
+    copied back into `encs_a` / `encs_b`. Every member sees the batches a separate fit with `seed` would."""
+    n = len(xas[0])
+    if any(len(x) != n for x in [*xas, *xbs]):
+        raise ValueError("stacked pairs need the same number of rows per member")
+    module = StackedPairModule(encs_a, encs_b, lr)
+    data = TensorDataset(torch.stack(xas, 1), torch.stack(xbs, 1))   # rows (n, K, ...)
+    loader = DataLoader(data, batch_size=batch, sampler=EpochSeededSampler(n, seed), drop_last=True)
+    trainer = make_trainer(out_dir, seed=seed, max_epochs=epochs, progress=False, cache_config=cache_config)
+    fit(trainer, module, loader)
+    for k, (a, b) in enumerate(zip(encs_a, encs_b)):
+        a.load_state_dict(module.enc_a.member(k).state_dict())
+        b.load_state_dict(module.enc_b.member(k).state_dict())
+        a.eval()
+        b.eval()
+    return module
 
 
 class Space:
@@ -159,12 +209,20 @@ def build_spaces(world: World, cfg, seed: int, ckpt: Path, with_vt: bool = True,
                freeze_b=True, **common("U_ai"))
     spaces = {"U": Space("U", u)}
     timing["U_s"] = time.perf_counter() - t0
+    experts = []   # (name, encoders, audio, text)
     for name, prior in (("E1", None), ("E2", skewed_prior(s.e2_skew))):
         enc = {m: make_encoder(m, s.at_width, s.at_dim) for m in ("audio", "text")}
         xa, xt = _data(world, rng, s.at_pairs, ("audio", "text"), prior=prior,
                        intensity_reliability=s.at_intensity_reliability)
-        train_pair(enc["audio"], enc["text"], xa, xt, out_dir=ckpt / name, seed=seed, epochs=s.epochs, **common(name))
+        if not s.get("stack_experts", True):
+            train_pair(enc["audio"], enc["text"], xa, xt, out_dir=ckpt / name, seed=seed, epochs=s.epochs,
+                       **common(name))
+        experts.append((name, enc, xa, xt))
         spaces[name] = Space(name, enc)
+    if s.get("stack_experts", True):
+        train_pairs_stacked([e[1]["audio"] for e in experts], [e[1]["text"] for e in experts],
+                            [e[2] for e in experts], [e[3] for e in experts], out_dir=ckpt / "E12", seed=seed,
+                            epochs=s.epochs, **common("E1+E2"))
     if not with_vt:
         return spaces
     enc = {m: make_encoder(m, s.vt_width, s.vt_dim) for m in ("image", "text")}
