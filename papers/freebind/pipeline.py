@@ -17,6 +17,7 @@ from shared import run_cache
 from .bonds import (MOP_POOLS, BondTrainConfig, bond_datasets, combination_bond, displacement_bond,
                     mop_from_bank, project_experts, shuffle_targets, train_bond)
 from .evaluation import evaluate
+from .fusion import late_fusion
 from .projector import ProjectorBank, l2norm, n_params
 from .spaces import build_spaces
 from .world import MODALITIES, N_CLASSES, World, WorldSpec
@@ -44,13 +45,15 @@ def embed_all(spaces, raw: dict[str, torch.Tensor]) -> dict[str, dict[str, torch
 class SeedRun:
     """Everything one seed trains, with the bonds cached under `ckpt` (weights_only loads)."""
 
-    def __init__(self, cfg, seed: int, ckpt: Path, visibility: float | None = None, with_vt: bool = True):
+    def __init__(self, cfg, seed: int, ckpt: Path, visibility: float | None = None, with_vt: bool = True,
+                 u_ckpt: Path | None = None):
         self.cfg, self.seed, self.ckpt = cfg, seed, Path(ckpt)
         self.world = World(world_spec(cfg, visibility))
         self.timing: dict[str, float] = {}
         self.params: dict[str, int] = {}
         t0 = time.perf_counter()
-        self.spaces = build_spaces(self.world, cfg, seed, self.ckpt / "spaces", with_vt=with_vt, timing=self.timing)
+        self.spaces = build_spaces(self.world, cfg, seed, self.ckpt / "spaces", with_vt=with_vt, timing=self.timing,
+                                   u_ckpt=None if u_ckpt is None else Path(u_ckpt) / "spaces")
         self.timing["spaces_s"] = time.perf_counter() - t0
         self.params["U_encoders"] = self.spaces["U"].n_params()
         rng = np.random.default_rng(seed + 2000)
@@ -141,6 +144,14 @@ def run_seed(cfg, seed: int, ckpt: Path) -> dict:
         "d_VT_nodense": r.row(D_nodense),
         "sequential_ATE": r.row(combination_bond(D, seq_pairs, *at_e, mean)),
         "sequential_versatile": r.row(combination_bond(D, seq_pairs, *ver, mean)),
+        # references with no training (papers/freebind/fusion.py): what a bond must beat inside the
+        # experts' spaces; the shuffled floor at Versatile, for the cross-space (audio-image) task
+        "late_fusion_ATE": r.row(late_fusion(U, [T["E1"], T["E2"]], *at_e)),
+        "late_fusion_versatile": r.row(late_fusion(U, [T["E1"], T["E2"]], *ver)),
+        "late_fusion_E1_ATE": r.row(late_fusion(U, [T["E1"]], *at_e)),
+        "experts_avg": r.row(late_fusion({}, [T["E1"], T["E2"]], 1.0, 1.0)),
+        "late_fusion_VT": r.row(late_fusion(U, [T["VT"]], 0.0, lam_tv, lam_v)),
+        "c_E1_shuffled_versatile": r.row(combination_bond(U, [(T["E1"], mop_from_bank(c1_shuffled))], *ver)),
     }
     sweep = cfg.sweep
     lam_t_curve = [{"lam": lt, **r.row(combination_bond(U, [E1, E2], sweep.fixed_lam_a, lt, mean))} for lt in sweep.lam_t]
@@ -160,9 +171,15 @@ def save_explore(r: SeedRun, experts, mean: str, path: Path) -> None:
         caption_item=r.caption_item, tokens=r.test_raw["text"].numpy(), n_test=r.n_test)
 
 
-def run_fragile(cfg, seed: int, visibility: float, ckpt: Path) -> dict:
-    """Bonded (parallel AT-Expertise) against expert text→audio R@1 at one U-visibility."""
-    r = SeedRun(cfg, seed, ckpt, visibility=visibility, with_vt=False)
+def run_fragile(cfg, seed: int, visibility: float, ckpt: Path, reliability: float | None = None) -> dict:
+    """Bonded (parallel AT-Expertise) against expert text→audio R@1 at one U-visibility and one loudness
+    reliability of the experts' captions (default: the config's). The experts and bonds of each
+    reliability live under their own folder; U (which no reliability changes) is shared under `ckpt`."""
+    if reliability is None:
+        reliability = float(cfg.spaces.at_intensity_reliability)
+    cfg = type(cfg).wrap({**cfg, "spaces": {**cfg.spaces, "at_intensity_reliability": float(reliability)}})
+    r = SeedRun(cfg, seed, Path(ckpt) / f"rel{round(100 * reliability)}", visibility=visibility, with_vt=False,
+                u_ckpt=ckpt)
     at_e = (cfg.inference.at_expertise.lam_a, cfg.inference.at_expertise.lam_t)
     c1 = mop_from_bank(r.bank("c_E1", r.pools, "U", "E1", "U", dense=True))
     c2 = mop_from_bank(r.bank("c_E2", r.pools, "U", "E2", "U", dense=True))
@@ -170,5 +187,8 @@ def run_fragile(cfg, seed: int, visibility: float, ckpt: Path) -> dict:
     rows = {"U": r.row(T["U"]), "E1": r.row(T["E1"]), "E2": r.row(T["E2"]),
             "c_E1_mop_ATE": r.row(combination_bond(T["U"], [(T["E1"], c1)], *at_e)),
             "parallel_ATE": r.row(combination_bond(T["U"], [(T["E1"], c1), (T["E2"], c2)], *at_e,
-                                                   cfg.inference.parallel_mean))}
-    return {"visibility": visibility, "seed": seed, "rows": rows}
+                                                   cfg.inference.parallel_mean)),
+            "late_fusion_ATE": r.row(late_fusion(T["U"], [T["E1"], T["E2"]], *at_e)),
+            "experts_avg": r.row(late_fusion({}, [T["E1"], T["E2"]], 1.0, 1.0))}
+    return {"visibility": visibility, "reliability": float(reliability), "seed": seed, "rows": rows,
+            "timing": r.timing}

@@ -186,9 +186,16 @@ def _data(world: World, rng, n: int, mods: tuple[str, str], prior=None, mismatch
     return xa, xb
 
 
+# the `spaces` settings that only the experts read: U's cache key leaves them out, so runs that differ
+# only there (the loudness-reliability knob) reuse one U (its data are drawn before the experts')
+EXPERT_ONLY = ("at_dim", "at_width", "at_pairs", "e2_skew", "at_intensity_reliability", "stack_experts",
+               "vt_dim", "vt_width", "vt_pairs")
+
+
 def build_spaces(world: World, cfg, seed: int, ckpt: Path, with_vt: bool = True,
-                 timing: dict | None = None) -> dict[str, Space]:
-    """Train U, the two audio-text experts and the image-text expert for one seed (wall times -> `timing`)."""
+                 timing: dict | None = None, u_ckpt: Path | None = None) -> dict[str, Space]:
+    """Train U, the two audio-text experts and the image-text expert for one seed (wall times -> `timing`).
+    U's checkpoints go under `u_ckpt` (default `ckpt`), so runs that differ only in the experts share it."""
     import time
 
     timing = {} if timing is None else timing
@@ -197,15 +204,19 @@ def build_spaces(world: World, cfg, seed: int, ckpt: Path, with_vt: bool = True,
     rng = np.random.default_rng(seed + 1000)
     made_by = {"world": vars(world.spec), "spaces": dict(s)}  # every stage's data draws chain through rng
 
+    u_made_by = {"world": vars(world.spec), "spaces": {k: v for k, v in dict(s).items() if k not in EXPERT_ONLY}}
+    u_ckpt = ckpt if u_ckpt is None else u_ckpt
+
     def common(stage):
-        return dict(batch=s.batch, lr=s.lr, cache_config={**made_by, "stage": stage})
+        return dict(batch=s.batch, lr=s.lr, cache_config={**(u_made_by if stage.startswith("U_") else made_by),
+                                                          "stage": stage})
 
     torch.manual_seed(seed)
     u = {m: make_encoder(m, s.u_width, s.u_dim) for m in ("image", "text", "audio")}
     xi, xt = _data(world, rng, s.u_pairs, ("image", "text"))
-    train_pair(u["image"], u["text"], xi, xt, out_dir=ckpt / "U_it", seed=seed, epochs=s.epochs, **common("U_it"))
+    train_pair(u["image"], u["text"], xi, xt, out_dir=u_ckpt / "U_it", seed=seed, epochs=s.epochs, **common("U_it"))
     xa, xi = _data(world, rng, s.u_audio_pairs, ("audio", "image"), mismatch=s.u_audio_mismatch)
-    train_pair(u["audio"], u["image"], xa, xi, out_dir=ckpt / "U_ai", seed=seed, epochs=s.u_audio_epochs,
+    train_pair(u["audio"], u["image"], xa, xi, out_dir=u_ckpt / "U_ai", seed=seed, epochs=s.u_audio_epochs,
                freeze_b=True, **common("U_ai"))
     spaces = {"U": Space("U", u)}
     timing["U_s"] = time.perf_counter() - t0

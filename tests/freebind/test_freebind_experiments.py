@@ -5,7 +5,11 @@ import numpy as np
 import pytest
 
 from papers.freebind.evaluation import COLUMNS, seed_sample
-from papers.freebind.experiments import ARMS, N_SEED_JOBS, ROW_LABELS, fragile, lambda_tradeoff, main_table, point_key
+from papers.freebind.cost import cost
+from papers.freebind.knob_sweeps import ARMS, fragile
+from papers.freebind.lambda_tradeoff import lambda_tradeoff, point_key
+from papers.freebind.main_table import ROW_LABELS, main_table
+from papers.freebind.summaries import N_SEED_JOBS
 from shared.claims import evaluate_claim, load_claims, lookup
 from shared.config import load_config
 from shared.experiment import Run
@@ -13,7 +17,7 @@ from shared.io import write_json
 
 PAPER = Path(__file__).resolve().parents[2] / "papers" / "freebind"
 SUPPORTED = {"E1": ("at_r1", "at_r5", "audio_acc"), "E2": ("at_r1", "at_r5", "audio_acc"),
-             "VT": ("vt_r1", "vt_r5", "image_acc")}
+             "VT": ("vt_r1", "vt_r5", "image_acc"), "experts_avg": ("at_r1", "at_r5", "audio_acc")}
 
 
 def _seed_result(seed: int, lam_t, lam_a) -> dict:
@@ -29,7 +33,9 @@ def _seed_result(seed: int, lam_t, lam_a) -> dict:
                     "vt_r1": (9.0 + seed + (1e-15 if k == 1 else 0.0)) if lt <= 0.25 else 9.0 + seed - 4 * lt,
                     "vt_r5": 30 - 10 * lt} for k, lt in enumerate(lam_t)]
     lam_a_curve = [{"lam": la, **{c: 0.0 for c in COLUMNS}, "audio_acc": 50 + 30 * la + seed} for la in lam_a]
-    return {"seed": seed, "rows": rows, "lam_t_curve": lam_t_curve, "lam_a_curve": lam_a_curve}
+    return {"seed": seed, "rows": rows, "lam_t_curve": lam_t_curve, "lam_a_curve": lam_a_curve,
+            "params": {"U_encoders": 1000, "bond_c_E1": 100, "bond_c_E2": 100},
+            "timing": {"U_s": 10.0, "spaces_s": 20.0, "bond_c_E1_s": 3.0 + seed, "bond_c_E2_s": 4.0}}
 
 
 @pytest.fixture
@@ -87,10 +93,16 @@ def test_lambda_tradeoff_points_are_seed_samples(three_seeds):
 def test_claims_resolve_to_paired_seed_evidence(three_seeds):
     cfg, out = three_seeds
     metrics = {"main_table": main_table(Run("freebind", "main_table", cfg, out)),
-               "lambda_tradeoff": lambda_tradeoff(Run("freebind", "lambda_tradeoff", cfg, out))}
+               "lambda_tradeoff": lambda_tradeoff(Run("freebind", "lambda_tradeoff", cfg, out)),
+               "cost": cost(Run("freebind", "cost", cfg, out))}
+    # each seed's bond-vs-U time ratio within its own job: (3 + s + 4) / 10
+    assert metrics["cost"]["parallel_bond_vs_U_time"]["values"] == pytest.approx([0.7, 0.8, 0.9])
+    flops = metrics["cost"]["flops"]
+    assert flops["from_config"] and 0 < flops["parallel_bond_vs_U_flops"] == pytest.approx(
+        2 * flops["bond_train_flops"] / flops["U_train_flops"])
     for entry in load_claims(PAPER / "claims.yaml"):
-        if entry["metric"].startswith("fragile."):
-            continue  # made by the fragile sweep, which trains
+        if entry["metric"].startswith(("fragile.", "cost.flops.")):
+            continue  # made by the fragile sweep (which trains) / counted from configured shapes
         r = evaluate_claim(entry, metrics, "tiny")
         assert r.n == 3 and r.unit == "seed", (entry["id"], r.note)
         assert r.evidence == ("paired" if "ref" in entry["test"] else "sample"), entry["id"]
@@ -102,36 +114,50 @@ def test_claims_resolve_to_paired_seed_evidence(three_seeds):
     assert rise.status == "PASS" and rise.reproduced == pytest.approx(4.0)
 
 
-def _fragile_rows(seed: int, vis: float) -> dict:
-    """Fragile arms whose at_r1 is a known function of (seed, visibility)."""
-    at = {"U": 1.0, "E1": 8.0 + seed, "E2": 7.0, "c_E1_mop_ATE": 6.0, "parallel_ATE": 6.0 + 4 * vis + seed}
+def _fragile_rows(seed: int, vis: float, rel: float = 0.0) -> dict:
+    """Fragile arms whose at_r1 is a known function of (seed, visibility, reliability)."""
+    at = {"U": 1.0, "E1": 8.0 + seed + 3 * rel, "E2": 7.0, "c_E1_mop_ATE": 6.0, "parallel_ATE": 6.0 + 4 * vis + seed,
+          "late_fusion_ATE": 7.0 + seed, "experts_avg": 7.5}
     return {name: {"at_r1": v} for name, v in at.items()}
 
 
 def test_fragile_pairs_points_by_seed_and_reuses_the_main_seeds(three_seeds):
     cfg, out = three_seeds
-    cfg = type(cfg).wrap({**cfg, "seeds": [0, 1, 2], "fragile": {"visibility": [0.0, 0.5, 1.0], "seeds": [0, 1, 2]}})
-    # the default visibility (.5) is read from the bonds_s<i> rows; put the fragile arms there
+    cfg = type(cfg).wrap({**cfg, "seeds": [0, 1, 2], "world": {**cfg.world, "envelope_visibility": 0.5},
+                          "spaces": {**cfg.spaces, "at_intensity_reliability": 0.0},
+                          "fragile": {"visibility": [0.0, 0.5, 1.0], "seeds": [0, 1, 2], "reliability": [0.0, 1.0]}})
+    # the default world (visibility .5, reliability 0) is read from the bonds_s<i> rows; put the arms there
     for i in range(3):
         data = _seed_result(i, cfg.sweep.lam_t, cfg.sweep.lam_a)
         data["rows"].update(_fragile_rows(i, 0.5))
         write_json(out / "metrics" / f"bonds_s{i}.json", data)
     for i, vis in enumerate((0.0, 0.5, 1.0)):
-        point = ({"visibility": vis, "from_main_seeds": True} if vis == 0.5 else
-                 {"visibility": vis, "from_main_seeds": False,
-                  "runs": [{"visibility": vis, "seed": s, "rows": _fragile_rows(s, vis)} for s in range(3)]})
-        write_json(out / "metrics" / f"fragile_p{i}.json", point)
+        points = [{"reliability": rel, "from_main_seeds": True} if (vis, rel) == (0.5, 0.0) else
+                  {"reliability": rel, "from_main_seeds": False,
+                   "runs": [{"visibility": vis, "reliability": rel, "seed": s, "rows": _fragile_rows(s, vis, rel)}
+                            for s in range(3)]} for rel in (0.0, 1.0)]
+        write_json(out / "metrics" / f"fragile_p{i}.json", {"visibility": vis, "points": points})
     m = fragile(Run("freebind", "fragile", cfg, out))
-    assert list(m) == ["vis0", "vis50", "vis100", "gap_rise", "sweep"]
+    assert {"vis0", "vis50", "vis100", "gap_rise", "sweep", "sweep_rel100", "reliability", "grid"} <= set(m)
     sweep = m["sweep"]["gap_parallel_vs_best_expert"]
     assert sweep["knob"] == "visibility" and sweep["points"] == [0.0, 0.5, 1.0]
     assert [s["values"] for s in sweep["samples"]] == [pytest.approx([4 * v - 2] * 3) for v in (0.0, 0.5, 1.0)]
     assert m["vis50"]["from_main_seeds"] and set(ARMS) <= set(m["vis50"])
-    # parallel − best expert = (6 + 4v + s) − (8 + s) = 4v − 2 on every seed
+    # parallel − best expert = (6 + 4v + s) − (8 + s + 3r) = 4v − 2 − 3r on every seed
     for key, vis in (("vis0", 0.0), ("vis50", 0.5), ("vis100", 1.0)):
         assert m[key]["gap_parallel_vs_best_expert"]["values"] == pytest.approx([4 * vis - 2] * 3)
+        assert m["grid"]["rel100"][key]["gap_parallel_vs_best_expert"]["values"] == pytest.approx([4 * vis - 5] * 3)
+        assert m[key]["gap_parallel_vs_late_fusion"]["values"] == pytest.approx([4 * vis - 1] * 3)
+    rel = m["reliability"]["vis100"]["gap_parallel_vs_best_expert"]
+    assert rel["knob"] == "reliability" and rel["points"] == [0.0, 1.0]
+    assert [s["values"] for s in rel["samples"]] == [pytest.approx([2.0] * 3), pytest.approx([-1.0] * 3)]
     assert m["gap_rise"]["values"] == pytest.approx([4.0] * 3) and m["gap_rise"]["unit"] == "seed"
     assert (out / "figures" / "fragile_claim.png").is_file()
+    # the knob claims read these keys: the gap falls with reliability, the bond holds at visibility 1
+    metrics = {"fragile": m}
+    claims = {e["id"]: e for e in load_claims(PAPER / "claims.yaml")}
+    assert evaluate_claim(claims["freebind.reliability_gap_falls"], metrics, "tiny").status == "PASS"
+    assert evaluate_claim(claims["freebind.fragile_reliable_vis100"], metrics, "tiny").status == "FAIL"
 
 
 def _bare_run(cfg, ckpt, seed=0):
