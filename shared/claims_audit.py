@@ -4,7 +4,8 @@ It flags, for each claim against the metrics at hand:
 - a comparison (`ref:`, not `within`) whose verdict would not change if metric and ref were swapped:
   "x >= r" that passes both ways only says x == r;
 - a constant test on a paired gap (`shared.samples.gap`): the same swap, which negates the gap (a gap
-  that is zero on every unit is its own swap and is left to the check below);
+  that is zero on every unit is its own swap and is left to the check below; a test with a margin is
+  swapped only on 3 units or more, where the data give an interval to set against the margin);
 - a metric (or ref) whose values are identical across all its units: no unit can disagree (except a
   0/1 sample decided alone, whose exact binomial interval is not degenerate: a miss could fail it);
 - a claim whose metric and ref are the same key;
@@ -71,7 +72,11 @@ def audit_claim(entry: Mapping, metrics: Mapping | None) -> list[str]:
     metric = found.get(entry["metric"])
     # a gap that is zero on every unit is its own swap: the data cannot tell the arms apart (n > 1 is
     # flagged above as identical across units), so the swap says nothing about the claim's form
-    if ref_key is None and test["op"] != "within" and is_gap(metric) and any(v != 0 for v in metric["values"]):
+    # a margin (a constant other than 0: non-inferiority, superiority by a margin) is audited only on an
+    # interval (n >= 3 units): one seed's point inside the margin says nothing of how loose the margin is
+    margin = test.get("value") not in (0, 0.0, None)
+    if (ref_key is None and test["op"] != "within" and is_gap(metric) and any(v != 0 for v in metric["values"])
+            and not (margin and len(metric["values"]) < 3)):
         forward = _raw_verdict(entry["metric"], metric, None, None, test)
         swapped = _raw_verdict(entry["metric"], _negated(metric), None, None, test)
         if forward is not None and forward == swapped and forward in (PASS, FAIL):

@@ -68,6 +68,8 @@ def test_audit_swaps_the_arms_of_a_constant_test_on_a_gap():
     tie = gap(a, a)                                    # one seed's tie at smoke: its own swap
     assert audit_claim(entry, {"g": {**tie, "values": [0.0], "n": 1}}) == []
     assert any("identical across all 3 seeds" in f for f in audit_claim(entry, {"g": tie}))
+    one_seed = {**same, "values": [0.5], "n": 1}        # one smoke seed inside a margin: no interval to judge
+    assert audit_claim(entry, {"g": one_seed}) == []
     plain = {**same}
     plain.pop("gap")
     assert audit_claim(entry, {"g": plain}) == []       # not marked a gap: not swapped
