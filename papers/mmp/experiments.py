@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from shared.samples import gap
+from shared.samples import gap, sample
 from shared.seeding import derive_seed
 
 from .bags import as_tensors, feature_dim, keep_rows, patch_counts
@@ -27,6 +27,7 @@ ARM_NAMES = {"abmil": "ABMIL", "pathway": "Pathway-only", "mmp_histo": "MMP hist
 MMP_ARMS = {"mmp_histo": ("trans", "histo"), "mmp_gene": ("trans", "gene"), "mmp_trans": ("trans", "both"),
             "mmp_trans_std_pi": ("trans", "both"), "mmp_ot": ("ot", "both")}   # arm -> (fusion, modality)
 MAIN_ARM = "mmp_trans"   # the main training: checkpointed every trainer.every_n_train_steps, resumed after a kill
+DEFAULT_CELL = "default"   # the factorial's cell with every factor off: the official MMP-Trans
 WEIGHT_SECTIONS = ("data", "prototypes", "panther", "tokens", "model", "ot", "train")   # what decides a fit's weights
 
 
@@ -84,8 +85,7 @@ def prepare_fold(cohort, train_idx, cfg, seed: int, fold: int, *, standardize_pi
                           device=aggregation_device(cfg.device))
     pi = hist[:, :, 0].copy()
     if standardize_pi:
-        mean, std = pi[train_idx].mean(0), pi[train_idx].std(0)
-        hist[:, :, 0] = (pi - mean) / np.where(std > 0, std, 1.0)
+        hist[:, :, 0] = standardized_pi(pi, train_idx)
     scaler = StandardScaler().fit(cohort.genes[train_idx])
     genes = np.nan_to_num(scaler.transform(cohort.genes)).astype(np.float32)
     rng = np.random.default_rng(derive_seed(seed, "patch_cap", fold))
@@ -95,6 +95,20 @@ def prepare_fold(cohort, train_idx, cfg, seed: int, fold: int, *, standardize_pi
             "data": {"hist": torch.from_numpy(hist), "genes": torch.from_numpy(genes),
                      "bags": as_tensors(cohort.bags)},
             "capped": as_tensors(keep_rows(cohort.bags, kept))}
+
+
+def standardized_pi(pi: np.ndarray, train_idx) -> np.ndarray:
+    """π_c z-scored with the training fold's mean and std of each prototype (a constant π_c stays as is)."""
+    mean, std = pi[train_idx].mean(0), pi[train_idx].std(0)
+    return (pi - mean) / np.where(std > 0, std, 1.0)
+
+
+def with_standardized_pi(fold_data: dict, train_idx) -> dict:
+    """`prepare_fold(..., standardize_pi=True)` from a fold prepared with raw π, without refitting
+    the prototypes or re-aggregating the bags (the same numbers: only the token's π entry changes)."""
+    hist = fold_data["data"]["hist"].numpy().copy()
+    hist[:, :, 0] = standardized_pi(fold_data["pi"], train_idx)
+    return {**fold_data, "data": {**fold_data["data"], "hist": torch.from_numpy(hist)}}
 
 
 def build_model(arm: str, cfg, cohort, n_out: int, seed: int):
@@ -386,16 +400,26 @@ def interpretability_figure(time, event, groups, example, n_pathways, pi, risk, 
 
 
 # ----------------------------------------------------------------------------- 1b. why MMP-Trans stays near chance
-DIAGNOSTICS = {
-    "default": "MMP-Trans, official (raw π, 50 pathway tokens, no residual)",
+FACTORS = {   # the factorial's switches of MMP-Trans (diagnostics.factors), each off in the official default
+    "std_pi": "π standardised (tokens.standardize_pi=true)",
+    "value_residual": "value residual (model.value_residual=true)",
+    "epochs": "{factor}× epochs",
+}
+VARIANTS = {  # one change at a time from the default, beside the factorial (diagnostics.variants)
     "genes_zeroed": "MMP-Trans, genes zeroed (pathway tokens identical for every patient)",
     "few_pathways": "MMP-Trans, only the first {few} pathway tokens",
-    "value_residual": "MMP-Trans, value residual (model.value_residual=true)",
-    "std_pi": "MMP-Trans, π standardised (tokens.standardize_pi=true)",
-    "epochs": "MMP-Trans, {factor}× epochs",
     "histo": "MMP `histo` arm (no pathway tokens), official epochs",
     "histo_epochs": "MMP `histo` arm, {factor}× epochs (same budget as the row above)",
 }
+
+
+def diagnostic_label(name: str, dg) -> str:
+    """The table label of a factorial cell (`factorial.cell_name`) or a one-change variant."""
+    if name in VARIANTS:
+        return VARIANTS[name].format(few=dg.few_pathways, factor=dg.epochs_factor)
+    if name == DEFAULT_CELL:
+        return "MMP-Trans, official (raw π, no residual, 1× epochs)"
+    return "MMP-Trans, " + " + ".join(FACTORS[f].format(factor=dg.epochs_factor) for f in name.split("+"))
 
 
 class _Pathways:
@@ -424,65 +448,87 @@ def fusion_usage(model, batch) -> dict:
 
 
 def trans_diagnostics(run) -> dict:
-    """Why MMP-Trans stays near chance while its own `histo` arm learns: MMP-Trans retrained on the
-    same folds, seeds and tokens with one thing changed at a time (`diagnostics.variants`, see
-    DIAGNOSTICS), each paired by fold with the official default; the attention mass on histology
-    tokens and the head's histology share of every fused variant. Diagnostics only: no claim, and the
-    official defaults stay as they are."""
+    """Why MMP-Trans stays near chance while its own `histo` arm learns. A 2^k factorial of MMP-Trans
+    over `diagnostics.factors` (π standardised, value residual, a longer schedule), every cell trained
+    on the same folds, seeds and tokens, so that main effects and interactions pair by fold
+    (`factorial.effects`); beside it, the one-change variants `diagnostics.variants` (genes zeroed,
+    fewer pathway tokens, the `histo` arm at both budgets). For every fused model: the attention mass
+    on histology tokens and the head's histology share. Diagnostics only: the official defaults stay."""
     from shared.training import trainer_options
+
+    from . import factorial
 
     cfg, seed = run.cfg, run.seed
     dg, t = cfg.diagnostics, cfg.train
     cohort = load_cohort(cfg, seed)
     folds = cohort_folds(cohort, cfg)
-    variants = list(dg.variants)
-    scores = {v: [] for v in variants}
-    usage = {v: [] for v in variants if not v.startswith("histo")}
+    factors = list(dg.factors)
+    unknown = [f for f in factors if f not in FACTORS] + [v for v in dg.variants if v not in VARIANTS]
+    if unknown:
+        raise ValueError(f"diagnostics: unknown {unknown}; factors: {sorted(FACTORS)}, variants: {sorted(VARIANTS)}")
+    design = factorial.cells(factors)
+    runs = [(name, on) for name, on in design] + [(v, frozenset()) for v in dg.variants]
+    scores = {name: [] for name, _ in runs}
+    usage = {name: [] for name, _ in runs if not name.startswith("histo")}
     curves = Curves()
     for fold, (tr, te) in enumerate(folds):
-        fds = {False: prepare_fold(cohort, tr, cfg, seed, fold, standardize_pi=False)}
-        if "std_pi" in variants:
-            fds[True] = prepare_fold(cohort, tr, cfg, seed, fold, standardize_pi=True)
-        for v in variants:
-            data, pathways, epochs = dict(fds[v == "std_pi"]["data"]), cohort.pathways, t.epochs
-            if v == "genes_zeroed":
+        raw = prepare_fold(cohort, tr, cfg, seed, fold, standardize_pi=False)
+        std = with_standardized_pi(raw, tr) if any("std_pi" in on for _, on in runs) else None
+        for name, on in runs:
+            data, pathways, epochs = dict((std if "std_pi" in on else raw)["data"]), cohort.pathways, t.epochs
+            if name == "genes_zeroed":
                 data["genes"] = torch.zeros_like(data["genes"])
-            if v == "few_pathways":
+            if name == "few_pathways":
                 pathways = cohort.pathways[:dg.few_pathways]
                 data["genes"] = data["genes"][:, :max(int(g.max()) for g in pathways) + 1]
-            if v in ("epochs", "histo_epochs"):
+            if "epochs" in on or name == "histo_epochs":
                 epochs = t.epochs * dg.epochs_factor
-            model = build_model("mmp_histo" if v.startswith("histo") else "mmp_trans", cfg,
+            model = build_model("mmp_histo" if name.startswith("histo") else "mmp_trans", cfg,
                                 _Pathways(cohort.bags, pathways), 1, derive_seed(seed, "init", fold))
-            model.value_residual = v == "value_residual" or bool(cfg.model.value_residual)
+            model.value_residual = "value_residual" in on or bool(cfg.model.value_residual)
             state = train_survival(model, make_batch(data, tr), cohort.time[tr], cohort.event[tr], loss="cox",
                                    epochs=epochs, batch_size=t.batch_size, lr=t.lr, weight_decay=t.weight_decay,
                                    seed=derive_seed(seed, "train", fold), options=trainer_options(cfg))
-            curves.add(f"{v}/fold{fold}", state)
-            scores[v].append(cindex(cohort.time[te], cohort.event[te], predict_risk(model, data, te, state)))
-            if v in usage:
-                usage[v].append(fusion_usage(model, make_batch(data, te)))
+            curves.add(f"{name}/fold{fold}", state)
+            scores[name].append(cindex(cohort.time[te], cohort.event[te], predict_risk(model, data, te, state)))
+            if name in usage:
+                usage[name].append(fusion_usage(model, make_batch(data, te)))
     curves.save(run)
-    from shared.intervals import mean_interval
-
-    metrics = {"variants": variants, "cindex": {v: fold_sample(s) for v, s in scores.items()}, "gap": {},
+    # test/train size of the folds, for the corrected interval over folds that share training data
+    ratio = float(np.mean([len(te) / len(tr) for tr, te in folds]))
+    samples = {name: sample(v, "fold", test_train_ratio=ratio) for name, v in scores.items()}
+    metrics = {"factors": factors, "cells": [name for name, _ in design], "variants": list(dg.variants),
+               "cindex": samples, "gap": {},
                "usage": {v: {k: float(np.mean([u[k] for u in us])) for k in us[0]} for v, us in usage.items()}}
+    if factors:
+        metrics["effects"] = {name.replace(" x ", "_x_"): eff for name, eff in
+                              factorial.effects(scores, factors, ratio).items()}
     rows = []
-    for v in variants:
-        s = metrics["cindex"][v]
-        ref = "histo" if v == "histo_epochs" else "default"
-        gap = paired_gap(s, metrics["cindex"][ref]) if v != ref and ref in scores else None
-        if gap is not None:
-            metrics["gap"][v] = {"ref": ref, **gap}
-        lo, hi = mean_interval(s["values"])[:2]
-        u = metrics["usage"].get(v, {})
-        g_txt = "" if gap is None else (f"{gap['mean']:+.3f} " + "[{:+.3f}, {:+.3f}]".format(*mean_interval(gap["values"])[:2]))
-        rows.append({"variant": DIAGNOSTICS[v].format(few=dg.few_pathways, factor=dg.epochs_factor),
-                     "c-index": fmt(s), "90% interval": f"[{lo:.3f}, {hi:.3f}]",
-                     "paired gap [90%]": g_txt + (f" vs {ref}" if gap is not None else ""),
+    for name, _ in runs:
+        s = samples[name]
+        ref = "histo" if name == "histo_epochs" else DEFAULT_CELL
+        g = gap(s, samples[ref]) if name != ref and ref in samples else None
+        if g is not None:
+            metrics["gap"][name] = {"ref": ref, **g}
+        lo, hi = factorial.interval(s)
+        u = metrics["usage"].get(name, {})
+        g_txt = "" if g is None else ("{:+.3f} [{:+.3f}, {:+.3f}]".format(g["mean"], *factorial.interval(g))
+                                      + f" vs {ref}, {sum(v > 0 for v in g['values'])}/{g['n']} folds > 0")
+        rows.append({"model": diagnostic_label(name, dg), "c-index": fmt(s), "90% interval": f"[{lo:.3f}, {hi:.3f}]",
+                     "paired gap [90%]": g_txt,
                      "H rows on H": u.get("hist_rows_on_hist", np.nan), "P rows on H": u.get("path_rows_on_hist", np.nan),
                      "uniform on H": u.get("uniform_on_hist", np.nan), "head share H": u.get("head_share_hist", np.nan)})
     run.save_table(pd.DataFrame(rows), "trans_diagnostics", floatfmt=".3f")
+    eff_rows = []
+    for key, eff in metrics.get("effects", {}).items():
+        lo, hi = factorial.interval(eff)
+        names = [FACTORS[f].format(factor=dg.epochs_factor).split(" (")[0] for f in key.split("_x_")]
+        eff_rows.append({"effect": ("main: " if len(names) == 1 else "interaction: ") + " × ".join(names),
+                         "mean": eff["mean"], "90% interval (corrected, folds)": f"[{lo:+.3f}, {hi:+.3f}]",
+                         "folds > 0": f"{sum(v > 0 for v in eff['values'])}/{eff['n']}",
+                         "per fold": " ".join(f"{v:+.3f}" for v in eff["values"])})
+    run.save_table(pd.DataFrame(eff_rows, columns=["effect", "mean", "90% interval (corrected, folds)", "folds > 0",
+                                                   "per fold"]), "trans_factorial", floatfmt="+.3f")
     return metrics
 
 
