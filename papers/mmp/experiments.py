@@ -14,7 +14,9 @@ from shared.seeding import derive_seed
 
 from .bags import as_tensors, feature_dim, keep_rows, patch_counts
 from .curves import Curves
+from .cost_shapes import cost_at_paper_dims
 from .data import breast_cancer, gene_groups, make_cohort, site_folds, stratified_folds
+from .measure import PeakMemory, loglog_slope, measure  # noqa: F401  (PeakMemory: the tests' entry point)
 from .metrics import cindex, fold_sample, risk_groups
 from .models import ABMIL, MMP, FullTokenTransformer, PathwayOnly
 from .panther import aggregate_bags, aggregation_device, fit_prototypes, gmm_aggregate, tokens
@@ -358,7 +360,7 @@ def cindex_table(run) -> dict:
         metrics["oracle"] = full["oracle"]
         rows.append(row("Oracle (true log-hazard)", full["oracle"], full["n_folds"]))
     n = len(metrics.get("mmp_trans", {}).get("values", []))
-    for arm in ("abmil", "pathway", "mmp_histo", "mmp_gene", "mmp_ot", "mmp_trans_std_pi"):
+    for arm in ("abmil", "pathway", "mmp_histo", "mmp_gene", "mmp_ot", "mmp_trans_std_pi", "full_transformer"):
         if arm in parts and "mmp_trans" in parts and parts[arm]["n_folds"] == n:   # paired per-fold gaps
             metrics[f"trans_minus_{arm}"] = paired_gap(metrics["mmp_trans"], metrics[arm])
     run.save_table(pd.DataFrame(rows), "cindex")
@@ -533,63 +535,6 @@ def trans_diagnostics(run) -> dict:
 
 
 # ----------------------------------------------------------------------------- 2. cost vs N
-class PeakMemory(torch.utils._python_dispatch.TorchDispatchMode):
-    """Peak bytes of live tensors created inside the block (CPU or GPU), tracked per storage."""
-
-    def __init__(self):
-        super().__init__()
-        self.live = self.peak = 0
-        self.refs = {}
-
-    def _release(self, key):
-        self.refs[key][0] -= 1
-        if self.refs[key][0] == 0:
-            self.live -= self.refs.pop(key)[1]
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        import weakref
-
-        out = func(*args, **(kwargs or {}))
-        flat = out if isinstance(out, (tuple, list)) else [out]
-        for t in flat:
-            if isinstance(t, torch.Tensor):
-                storage = t.untyped_storage()
-                key = storage.data_ptr()
-                if key not in self.refs:
-                    self.refs[key] = [0, storage.nbytes()]
-                    self.live += storage.nbytes()
-                    self.peak = max(self.peak, self.live)
-                self.refs[key][0] += 1
-                weakref.finalize(t, self._release, key)
-        return out
-
-
-def measure(fn, repeats: int, memory: bool = True, min_time: float = 0.0) -> tuple[float, int]:
-    """(best wall time in s, peak activation bytes or 0) of `fn()` under no_grad: one warm-up
-    call, then at least `repeats` timed calls and more until they add up to `min_time` seconds
-    (as `timeit`'s autorange does), so that sub-millisecond calls get enough repeats for their
-    minimum to resist a busy machine."""
-    with torch.no_grad():
-        peak = 0
-        if memory:
-            with PeakMemory() as mem:
-                fn()
-            peak = mem.peak
-        else:
-            fn()                            # warm-up, as the memory pass is one
-        times = []
-        while len(times) < repeats or sum(times) < min_time:
-            t0 = clock.perf_counter()
-            fn()
-            times.append(clock.perf_counter() - t0)
-    return min(times), peak
-
-
-def loglog_slope(n, y) -> float:
-    """Least-squares slope of log y against log n: y ∝ n^slope."""
-    return float(np.polyfit(np.log(np.asarray(n, float)), np.log(np.asarray(y, float)), 1)[0])
-
-
 def cost_vs_patches(run) -> dict:
     """Per patient, end to end: the GMM aggregation of a bag of N patches, then MMP's fusion on the
     tokens of that bag, against a full-token Transformer on the same bag; peak memory and time of
@@ -666,7 +611,13 @@ def cost_vs_patches(run) -> dict:
     fig.tight_layout()
     run.save_figure(fig, "cost")
     speed = ot_speedup(run)
+    # end to end at the claims' N (cost_shapes.at_n, or the largest N here): full-token time over MMP's
+    # (aggregation + fusion), one ratio per seed
+    at = cfg.cost_shapes.at_n if cfg.cost_shapes.at_n in set(df.N) else int(df.N.max())
+    point = df[df.N == at].sort_values("seed")
+    ratio = seed_sample((point.full_token_s / point.mmp_s).to_numpy())
     return {"n_patches": [int(v) for v in cfg.cost.n_patches], "slope_range": [float(lo), float(hi)],
+            "end_to_end_time_ratio": ratio, "end_to_end_at_n": int(at),
             **slopes, "upper_range": [float(v) for v in cfg.cost.upper_range], "upper": upper,
             "aggregation_fixed_s": fixed, "ot_speed": speed}
 
@@ -856,7 +807,8 @@ def breast_cancer_check(run) -> dict:
 
 
 EXPERIMENTS = {**{f"cindex_{arm}": cindex_arm(arm) for arm in ARM_NAMES}, "oracle_ceilings": oracle_ceilings,
-               "cindex": cindex_table, "trans_diagnostics": trans_diagnostics, "cost": cost_vs_patches, "compression": compression,
+               "cindex": cindex_table, "trans_diagnostics": trans_diagnostics, "cost": cost_vs_patches,
+               "cost_shapes": cost_at_paper_dims, "compression": compression,
                "loss_ablation": loss_ablation, "recovery": prototype_recovery, "breast_cancer": breast_cancer_check}
 
 

@@ -241,10 +241,15 @@ class ABMIL(nn.Module):
 
 class FullTokenTransformer(nn.Module):
     """One pre-LN Transformer layer over every patch token plus the pathway tokens (the cost
-    reference): self-attention is O((N + P)²) in time and memory."""
+    reference): self-attention is O((N + P)²) in time, and in memory with the explicit N×N maps
+    (default). `fused_attention` computes the same attention with torch's fused
+    `scaled_dot_product_attention` (a flash kernel on the CPU and on CUDA), which never holds the map:
+    its memory is linear in N."""
 
-    def __init__(self, in_dim: int, pathways: list, *, dim: int, snn_dropout: float, dropout: float, n_out: int):
+    def __init__(self, in_dim: int, pathways: list, *, dim: int, snn_dropout: float, dropout: float, n_out: int,
+                 fused_attention: bool = False):
         super().__init__()
+        self.fused_attention = fused_attention
         self.pathway_tokens = PathwayTokens(pathways, dim, snn_dropout)
         self.patch_proj = nn.Linear(in_dim, dim)
         self.norm1, self.norm2, self.norm3 = nn.LayerNorm(dim), nn.LayerNorm(dim), nn.LayerNorm(dim)
@@ -265,8 +270,12 @@ class FullTokenTransformer(nn.Module):
         x = torch.cat([pw, self.patch_proj(patches)], dim=1)
         valid = torch.cat([torch.ones(len(bags), pw.shape[1], dtype=torch.bool), valid], dim=1)
         q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
-        s = (q @ k.transpose(1, 2) / math.sqrt(self.dim)).masked_fill(~valid[:, None, :], -torch.inf)
-        x = x + self.proj(torch.softmax(s, dim=-1) @ v)
+        if self.fused_attention:       # [B, 1 head, T, dim] with a key mask: the flash path, no T×T map
+            x = x + self.proj(F.scaled_dot_product_attention(q[:, None], k[:, None], v[:, None],
+                                                             attn_mask=valid[:, None, None, :])[:, 0])
+        else:
+            s = (q @ k.transpose(1, 2) / math.sqrt(self.dim)).masked_fill(~valid[:, None, :], -torch.inf)
+            x = x + self.proj(torch.softmax(s, dim=-1) @ v)
         x = self.norm3(x + self.ffn(self.norm2(x)))
         pooled = (x * valid[..., None]).sum(1) / valid.sum(1, keepdim=True)
         return self.head(pooled)
