@@ -123,7 +123,7 @@ def test_shape_counts_equal_the_measured_flops_and_bytes(tmp_path, monkeypatch):
     from shared.experiment import Run
 
     cfg = load_config(REPO / "papers" / "mmp" / "config.yaml", "smoke",
-                      ["cost_shapes.measure_n=[100, 300, 1000]", "cost_shapes.project_n=[1000, 100000]"])
+                      ["cost_shapes.measure_n=[100, 300, 1000, 3000]", "cost_shapes.project_n=[1000, 100000]"])
     metrics = cost_at_paper_dims(Run("mmp", "cost_shapes", cfg, tmp_path))
     assert metrics["check"]["max_rel_error"] == 0.0, metrics["check"]
     at = metrics["paper_n"]
