@@ -18,14 +18,16 @@ from .cost_shapes import cost_at_paper_dims
 from .data import breast_cancer, gene_groups, make_cohort, site_folds, stratified_folds
 from .measure import PeakMemory, loglog_slope, measure  # noqa: F401  (PeakMemory: the tests' entry point)
 from .metrics import cindex, fold_sample, risk_groups
-from .models import ABMIL, MMP, FullTokenTransformer, PathwayOnly
+from .models import ABMIL, MMP, FullTokenTransformer, PathwayOnly, TokenMLP
 from .panther import aggregate_bags, aggregation_device, fit_prototypes, gmm_aggregate, tokens
 from .train import make_batch, predict_risk, train_survival
 
 ARM_NAMES = {"abmil": "ABMIL", "pathway": "Pathway-only", "mmp_histo": "MMP histology only (official `histo`)",
              "mmp_gene": "MMP pathways only (official `gene`)", "mmp_trans": "MMP-Trans",
              "mmp_trans_std_pi": "MMP-Trans", "mmp_ot": "MMP-OT",
-             "full_transformer": "Full-token Transformer", "prototype_cox": "Cox-PH on π only (diagnostic)"}
+             "full_transformer": "Full-token Transformer", "prototype_cox": "Cox-PH on π only (diagnostic)",
+             "token_linear": "Linear Cox on the tokens (histology tokens + genes)",
+             "token_mlp": "MLP on the tokens (histology tokens + genes, one hidden layer)"}
 MMP_ARMS = {"mmp_histo": ("trans", "histo"), "mmp_gene": ("trans", "gene"), "mmp_trans": ("trans", "both"),
             "mmp_trans_std_pi": ("trans", "both"), "mmp_ot": ("ot", "both")}   # arm -> (fusion, modality)
 MAIN_ARM = "mmp_trans"   # the main training: checkpointed every trainer.every_n_train_steps, resumed after a kill
@@ -127,6 +129,9 @@ def build_model(arm: str, cfg, cohort, n_out: int, seed: int):
         return PathwayOnly(cohort.pathways, dim=m.dim, snn_dropout=m.snn_dropout, n_out=n_out)
     if arm == "abmil":
         return ABMIL(d, dim=m.abmil_dim, dropout=m.dropout, n_out=n_out)
+    if arm in ("token_linear", "token_mlp"):
+        return TokenMLP(cfg.prototypes.n * (2 * d + 1) + cohort.genes.shape[1], hidden=0 if arm == "token_linear" else m.mlp_dim,
+                        dropout=m.dropout, n_out=n_out)
     if arm == "full_transformer":
         return FullTokenTransformer(d, cohort.pathways, dim=m.transformer_dim, snn_dropout=m.snn_dropout,
                                     dropout=m.dropout, n_out=n_out)
@@ -360,7 +365,8 @@ def cindex_table(run) -> dict:
         metrics["oracle"] = full["oracle"]
         rows.append(row("Oracle (true log-hazard)", full["oracle"], full["n_folds"]))
     n = len(metrics.get("mmp_trans", {}).get("values", []))
-    for arm in ("abmil", "pathway", "mmp_histo", "mmp_gene", "mmp_ot", "mmp_trans_std_pi", "full_transformer"):
+    for arm in ("abmil", "pathway", "mmp_histo", "mmp_gene", "mmp_ot", "mmp_trans_std_pi", "full_transformer",
+                "token_linear", "token_mlp"):
         if arm in parts and "mmp_trans" in parts and parts[arm]["n_folds"] == n:   # paired per-fold gaps
             metrics[f"trans_minus_{arm}"] = paired_gap(metrics["mmp_trans"], metrics[arm])
     run.save_table(pd.DataFrame(rows), "cindex")

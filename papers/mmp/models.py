@@ -1,4 +1,5 @@
-"""MMP-Trans, MMP-OT and the baselines (ABMIL, pathway-only, full-token Transformer).
+"""MMP-Trans, MMP-OT and the baselines (ABMIL, pathway-only, full-token Transformer, linear Cox and a
+small MLP on the tokens).
 
 Every model maps a batch {"hist": [B, C, 2d+1] PANTHER tokens, "genes": [B, G] z-scored genes,
 "bags": [N_i, d] patch features, a list or a lazily read `bags.SlideBags`} to `n_out` outputs per
@@ -213,6 +214,22 @@ class PathwayOnly(nn.Module):
 
     def forward(self, batch):
         return self.head(self.pathway_tokens(batch["genes"]).mean(1))
+
+
+class TokenMLP(nn.Module):
+    """A referee's simple model on MMP's own inputs: the PANTHER histology tokens flattened beside the
+    z-scored genes, standardised per feature (BatchNorm without affine: batch statistics in training,
+    running ones at test), then a linear Cox model (`hidden=0`) or one hidden ReLU layer."""
+
+    def __init__(self, in_dim: int, *, hidden: int, dropout: float, n_out: int):
+        super().__init__()
+        self.norm = nn.BatchNorm1d(in_dim, affine=False)
+        self.net = (nn.Linear(in_dim, n_out, bias=False) if hidden == 0 else
+                    nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, n_out)))
+
+    def forward(self, batch):
+        x = torch.cat([batch["hist"].flatten(1), batch["genes"]], dim=1)
+        return self.net(self.norm(x))
 
 
 class ABMIL(nn.Module):

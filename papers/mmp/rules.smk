@@ -4,7 +4,7 @@
 # writes the loss curves of its fits to logs/<experiment>.csv (the notebook plots them).
 MMP = f"{RESULTS}/mmp"
 MMP_ARMS = ["abmil", "pathway", "mmp_histo", "mmp_gene", "mmp_trans", "mmp_trans_std_pi", "mmp_ot",
-            "full_transformer", "prototype_cox"]
+            "full_transformer", "prototype_cox", "token_linear", "token_mlp"]
 MMP_EXPERIMENTS = [f"cindex_{a}" for a in MMP_ARMS] + ["oracle_ceilings", "cindex", "trans_diagnostics", "cost", "cost_shapes", "compression", "loss_ablation", "recovery", "breast_cancer"]
 PAPER_METRICS["mmp"] = [f"{MMP}/metrics/{e}.json" for e in MMP_EXPERIMENTS]
 MMP_ARM_METRICS = [f"{MMP}/metrics/cindex_{a}.json" for a in MMP_ARMS]
@@ -20,11 +20,11 @@ MMP_TRAINED_ARMS = [a for a in MMP_ARMS if a not in ("mmp_trans", "prototype_cox
 if PROFILE == "full":
     rule mmp_cindex_arm:
         """One trained arm (ABMIL, pathway-only, the unimodal MMP arms, MMP-Trans with standardised π,
-        MMP-OT, full-token Transformer) on the folds, with its training curves: one job per arm at
+        MMP-OT, full-token Transformer, linear Cox and MLP on the tokens) on the folds, with its training curves: one job per arm at
         full, where each is hours (and a SLURM job of its own)."""
         input: paper_config("mmp")
         output:
-            prov(f"{MMP}/metrics/cindex_{{arm,abmil|pathway|mmp_histo|mmp_gene|mmp_trans_std_pi|mmp_ot|full_transformer}}.json",
+            prov(f"{MMP}/metrics/cindex_{{arm,abmil|pathway|mmp_histo|mmp_gene|mmp_trans_std_pi|mmp_ot|full_transformer|token_linear|token_mlp}}.json",
                  f"{MMP}/logs/cindex_{{arm}}.csv")
         threads: 1
         benchmark: bench("mmp_cindex_arm", "arm")
