@@ -15,6 +15,7 @@ from shared.seeding import derive_seed
 from .bags import as_tensors, feature_dim, keep_rows, patch_counts
 from .curves import Curves
 from .cost_shapes import cost_at_paper_dims
+from .replication import replication
 from .data import breast_cancer, gene_groups, make_cohort, site_folds, stratified_folds
 from .measure import PeakMemory, loglog_slope, measure  # noqa: F401  (PeakMemory: the tests' entry point)
 from .metrics import cindex, fold_sample, risk_groups
@@ -814,7 +815,7 @@ def breast_cancer_check(run) -> dict:
 
 EXPERIMENTS = {**{f"cindex_{arm}": cindex_arm(arm) for arm in ARM_NAMES}, "oracle_ceilings": oracle_ceilings,
                "cindex": cindex_table, "trans_diagnostics": trans_diagnostics, "cost": cost_vs_patches,
-               "cost_shapes": cost_at_paper_dims, "compression": compression,
+               "cost_shapes": cost_at_paper_dims, "replication": replication, "compression": compression,
                "loss_ablation": loss_ablation, "recovery": prototype_recovery, "breast_cancer": breast_cancer_check}
 
 
