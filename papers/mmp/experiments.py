@@ -9,24 +9,30 @@ import numpy as np
 import pandas as pd
 import torch
 
-from shared.samples import gap
+from shared.samples import gap, sample
 from shared.seeding import derive_seed
 
 from .bags import as_tensors, feature_dim, keep_rows, patch_counts
 from .curves import Curves
+from .cost_shapes import cost_at_paper_dims
+from .replication import replication
 from .data import breast_cancer, gene_groups, make_cohort, site_folds, stratified_folds
+from .measure import PeakMemory, loglog_slope, measure  # noqa: F401  (PeakMemory: the tests' entry point)
 from .metrics import cindex, fold_sample, risk_groups
-from .models import ABMIL, MMP, FullTokenTransformer, PathwayOnly
+from .models import ABMIL, MMP, FullTokenTransformer, PathwayOnly, TokenMLP
 from .panther import aggregate_bags, aggregation_device, fit_prototypes, gmm_aggregate, tokens
 from .train import make_batch, predict_risk, train_survival
 
 ARM_NAMES = {"abmil": "ABMIL", "pathway": "Pathway-only", "mmp_histo": "MMP histology only (official `histo`)",
              "mmp_gene": "MMP pathways only (official `gene`)", "mmp_trans": "MMP-Trans",
              "mmp_trans_std_pi": "MMP-Trans", "mmp_ot": "MMP-OT",
-             "full_transformer": "Full-token Transformer", "prototype_cox": "Cox-PH on π only (diagnostic)"}
+             "full_transformer": "Full-token Transformer", "prototype_cox": "Cox-PH on π only (diagnostic)",
+             "token_linear": "Linear Cox on the tokens (histology tokens + genes)",
+             "token_mlp": "MLP on the tokens (histology tokens + genes, one hidden layer)"}
 MMP_ARMS = {"mmp_histo": ("trans", "histo"), "mmp_gene": ("trans", "gene"), "mmp_trans": ("trans", "both"),
             "mmp_trans_std_pi": ("trans", "both"), "mmp_ot": ("ot", "both")}   # arm -> (fusion, modality)
 MAIN_ARM = "mmp_trans"   # the main training: checkpointed every trainer.every_n_train_steps, resumed after a kill
+DEFAULT_CELL = "default"   # the factorial's cell with every factor off: the official MMP-Trans
 WEIGHT_SECTIONS = ("data", "prototypes", "panther", "tokens", "model", "ot", "train")   # what decides a fit's weights
 
 
@@ -84,8 +90,7 @@ def prepare_fold(cohort, train_idx, cfg, seed: int, fold: int, *, standardize_pi
                           device=aggregation_device(cfg.device))
     pi = hist[:, :, 0].copy()
     if standardize_pi:
-        mean, std = pi[train_idx].mean(0), pi[train_idx].std(0)
-        hist[:, :, 0] = (pi - mean) / np.where(std > 0, std, 1.0)
+        hist[:, :, 0] = standardized_pi(pi, train_idx)
     scaler = StandardScaler().fit(cohort.genes[train_idx])
     genes = np.nan_to_num(scaler.transform(cohort.genes)).astype(np.float32)
     rng = np.random.default_rng(derive_seed(seed, "patch_cap", fold))
@@ -95,6 +100,20 @@ def prepare_fold(cohort, train_idx, cfg, seed: int, fold: int, *, standardize_pi
             "data": {"hist": torch.from_numpy(hist), "genes": torch.from_numpy(genes),
                      "bags": as_tensors(cohort.bags)},
             "capped": as_tensors(keep_rows(cohort.bags, kept))}
+
+
+def standardized_pi(pi: np.ndarray, train_idx) -> np.ndarray:
+    """π_c z-scored with the training fold's mean and std of each prototype (a constant π_c stays as is)."""
+    mean, std = pi[train_idx].mean(0), pi[train_idx].std(0)
+    return (pi - mean) / np.where(std > 0, std, 1.0)
+
+
+def with_standardized_pi(fold_data: dict, train_idx) -> dict:
+    """`prepare_fold(..., standardize_pi=True)` from a fold prepared with raw π, without refitting
+    the prototypes or re-aggregating the bags (the same numbers: only the token's π entry changes)."""
+    hist = fold_data["data"]["hist"].numpy().copy()
+    hist[:, :, 0] = standardized_pi(fold_data["pi"], train_idx)
+    return {**fold_data, "data": {**fold_data["data"], "hist": torch.from_numpy(hist)}}
 
 
 def build_model(arm: str, cfg, cohort, n_out: int, seed: int):
@@ -111,6 +130,9 @@ def build_model(arm: str, cfg, cohort, n_out: int, seed: int):
         return PathwayOnly(cohort.pathways, dim=m.dim, snn_dropout=m.snn_dropout, n_out=n_out)
     if arm == "abmil":
         return ABMIL(d, dim=m.abmil_dim, dropout=m.dropout, n_out=n_out)
+    if arm in ("token_linear", "token_mlp"):
+        return TokenMLP(cfg.prototypes.n * (2 * d + 1) + cohort.genes.shape[1], hidden=0 if arm == "token_linear" else m.mlp_dim,
+                        dropout=m.dropout, n_out=n_out)
     if arm == "full_transformer":
         return FullTokenTransformer(d, cohort.pathways, dim=m.transformer_dim, snn_dropout=m.snn_dropout,
                                     dropout=m.dropout, n_out=n_out)
@@ -344,7 +366,8 @@ def cindex_table(run) -> dict:
         metrics["oracle"] = full["oracle"]
         rows.append(row("Oracle (true log-hazard)", full["oracle"], full["n_folds"]))
     n = len(metrics.get("mmp_trans", {}).get("values", []))
-    for arm in ("abmil", "pathway", "mmp_histo", "mmp_gene", "mmp_ot", "mmp_trans_std_pi"):
+    for arm in ("abmil", "pathway", "mmp_histo", "mmp_gene", "mmp_ot", "mmp_trans_std_pi", "full_transformer",
+                "token_linear", "token_mlp"):
         if arm in parts and "mmp_trans" in parts and parts[arm]["n_folds"] == n:   # paired per-fold gaps
             metrics[f"trans_minus_{arm}"] = paired_gap(metrics["mmp_trans"], metrics[arm])
     run.save_table(pd.DataFrame(rows), "cindex")
@@ -386,16 +409,26 @@ def interpretability_figure(time, event, groups, example, n_pathways, pi, risk, 
 
 
 # ----------------------------------------------------------------------------- 1b. why MMP-Trans stays near chance
-DIAGNOSTICS = {
-    "default": "MMP-Trans, official (raw π, 50 pathway tokens, no residual)",
+FACTORS = {   # the factorial's switches of MMP-Trans (diagnostics.factors), each off in the official default
+    "std_pi": "π standardised (tokens.standardize_pi=true)",
+    "value_residual": "value residual (model.value_residual=true)",
+    "epochs": "{factor}× epochs",
+}
+VARIANTS = {  # one change at a time from the default, beside the factorial (diagnostics.variants)
     "genes_zeroed": "MMP-Trans, genes zeroed (pathway tokens identical for every patient)",
     "few_pathways": "MMP-Trans, only the first {few} pathway tokens",
-    "value_residual": "MMP-Trans, value residual (model.value_residual=true)",
-    "std_pi": "MMP-Trans, π standardised (tokens.standardize_pi=true)",
-    "epochs": "MMP-Trans, {factor}× epochs",
     "histo": "MMP `histo` arm (no pathway tokens), official epochs",
     "histo_epochs": "MMP `histo` arm, {factor}× epochs (same budget as the row above)",
 }
+
+
+def diagnostic_label(name: str, dg) -> str:
+    """The table label of a factorial cell (`factorial.cell_name`) or a one-change variant."""
+    if name in VARIANTS:
+        return VARIANTS[name].format(few=dg.few_pathways, factor=dg.epochs_factor)
+    if name == DEFAULT_CELL:
+        return "MMP-Trans, official (raw π, no residual, 1× epochs)"
+    return "MMP-Trans, " + " + ".join(FACTORS[f].format(factor=dg.epochs_factor) for f in name.split("+"))
 
 
 class _Pathways:
@@ -424,126 +457,91 @@ def fusion_usage(model, batch) -> dict:
 
 
 def trans_diagnostics(run) -> dict:
-    """Why MMP-Trans stays near chance while its own `histo` arm learns: MMP-Trans retrained on the
-    same folds, seeds and tokens with one thing changed at a time (`diagnostics.variants`, see
-    DIAGNOSTICS), each paired by fold with the official default; the attention mass on histology
-    tokens and the head's histology share of every fused variant. Diagnostics only: no claim, and the
-    official defaults stay as they are."""
+    """Why MMP-Trans stays near chance while its own `histo` arm learns. A 2^k factorial of MMP-Trans
+    over `diagnostics.factors` (π standardised, value residual, a longer schedule), every cell trained
+    on the same folds, seeds and tokens, so that main effects and interactions pair by fold
+    (`factorial.effects`); beside it, the one-change variants `diagnostics.variants` (genes zeroed,
+    fewer pathway tokens, the `histo` arm at both budgets). For every fused model: the attention mass
+    on histology tokens and the head's histology share. Diagnostics only: the official defaults stay."""
     from shared.training import trainer_options
+
+    from . import factorial
 
     cfg, seed = run.cfg, run.seed
     dg, t = cfg.diagnostics, cfg.train
     cohort = load_cohort(cfg, seed)
     folds = cohort_folds(cohort, cfg)
-    variants = list(dg.variants)
-    scores = {v: [] for v in variants}
-    usage = {v: [] for v in variants if not v.startswith("histo")}
+    factors = list(dg.factors)
+    unknown = [f for f in factors if f not in FACTORS] + [v for v in dg.variants if v not in VARIANTS]
+    if unknown:
+        raise ValueError(f"diagnostics: unknown {unknown}; factors: {sorted(FACTORS)}, variants: {sorted(VARIANTS)}")
+    design = factorial.cells(factors)
+    runs = [(name, on) for name, on in design] + [(v, frozenset()) for v in dg.variants]
+    scores = {name: [] for name, _ in runs}
+    usage = {name: [] for name, _ in runs if not name.startswith("histo")}
     curves = Curves()
     for fold, (tr, te) in enumerate(folds):
-        fds = {False: prepare_fold(cohort, tr, cfg, seed, fold, standardize_pi=False)}
-        if "std_pi" in variants:
-            fds[True] = prepare_fold(cohort, tr, cfg, seed, fold, standardize_pi=True)
-        for v in variants:
-            data, pathways, epochs = dict(fds[v == "std_pi"]["data"]), cohort.pathways, t.epochs
-            if v == "genes_zeroed":
+        raw = prepare_fold(cohort, tr, cfg, seed, fold, standardize_pi=False)
+        std = with_standardized_pi(raw, tr) if any("std_pi" in on for _, on in runs) else None
+        for name, on in runs:
+            data, pathways, epochs = dict((std if "std_pi" in on else raw)["data"]), cohort.pathways, t.epochs
+            if name == "genes_zeroed":
                 data["genes"] = torch.zeros_like(data["genes"])
-            if v == "few_pathways":
+            if name == "few_pathways":
                 pathways = cohort.pathways[:dg.few_pathways]
                 data["genes"] = data["genes"][:, :max(int(g.max()) for g in pathways) + 1]
-            if v in ("epochs", "histo_epochs"):
+            if "epochs" in on or name == "histo_epochs":
                 epochs = t.epochs * dg.epochs_factor
-            model = build_model("mmp_histo" if v.startswith("histo") else "mmp_trans", cfg,
+            model = build_model("mmp_histo" if name.startswith("histo") else "mmp_trans", cfg,
                                 _Pathways(cohort.bags, pathways), 1, derive_seed(seed, "init", fold))
-            model.value_residual = v == "value_residual" or bool(cfg.model.value_residual)
+            model.value_residual = "value_residual" in on or bool(cfg.model.value_residual)
             state = train_survival(model, make_batch(data, tr), cohort.time[tr], cohort.event[tr], loss="cox",
                                    epochs=epochs, batch_size=t.batch_size, lr=t.lr, weight_decay=t.weight_decay,
                                    seed=derive_seed(seed, "train", fold), options=trainer_options(cfg))
-            curves.add(f"{v}/fold{fold}", state)
-            scores[v].append(cindex(cohort.time[te], cohort.event[te], predict_risk(model, data, te, state)))
-            if v in usage:
-                usage[v].append(fusion_usage(model, make_batch(data, te)))
+            curves.add(f"{name}/fold{fold}", state)
+            scores[name].append(cindex(cohort.time[te], cohort.event[te], predict_risk(model, data, te, state)))
+            if name in usage:
+                usage[name].append(fusion_usage(model, make_batch(data, te)))
     curves.save(run)
-    from shared.intervals import mean_interval
-
-    metrics = {"variants": variants, "cindex": {v: fold_sample(s) for v, s in scores.items()}, "gap": {},
+    # test/train size of the folds, for the corrected interval over folds that share training data
+    ratio = float(np.mean([len(te) / len(tr) for tr, te in folds]))
+    samples = {name: sample(v, "fold", test_train_ratio=ratio) for name, v in scores.items()}
+    metrics = {"factors": factors, "cells": [name for name, _ in design], "variants": list(dg.variants),
+               "cindex": samples, "gap": {},
                "usage": {v: {k: float(np.mean([u[k] for u in us])) for k in us[0]} for v, us in usage.items()}}
+    if factors:
+        metrics["effects"] = {name.replace(" x ", "_x_"): eff for name, eff in
+                              factorial.effects(scores, factors, ratio).items()}
     rows = []
-    for v in variants:
-        s = metrics["cindex"][v]
-        ref = "histo" if v == "histo_epochs" else "default"
-        gap = paired_gap(s, metrics["cindex"][ref]) if v != ref and ref in scores else None
-        if gap is not None:
-            metrics["gap"][v] = {"ref": ref, **gap}
-        lo, hi = mean_interval(s["values"])[:2]
-        u = metrics["usage"].get(v, {})
-        g_txt = "" if gap is None else (f"{gap['mean']:+.3f} " + "[{:+.3f}, {:+.3f}]".format(*mean_interval(gap["values"])[:2]))
-        rows.append({"variant": DIAGNOSTICS[v].format(few=dg.few_pathways, factor=dg.epochs_factor),
-                     "c-index": fmt(s), "90% interval": f"[{lo:.3f}, {hi:.3f}]",
-                     "paired gap [90%]": g_txt + (f" vs {ref}" if gap is not None else ""),
+    for name, _ in runs:
+        s = samples[name]
+        ref = "histo" if name == "histo_epochs" else DEFAULT_CELL
+        g = gap(s, samples[ref]) if name != ref and ref in samples else None
+        if g is not None:
+            metrics["gap"][name] = {"ref": ref, **g}
+        lo, hi = factorial.interval(s)
+        u = metrics["usage"].get(name, {})
+        g_txt = "" if g is None else ("{:+.3f} [{:+.3f}, {:+.3f}]".format(g["mean"], *factorial.interval(g))
+                                      + f" vs {ref}, {sum(v > 0 for v in g['values'])}/{g['n']} folds > 0")
+        rows.append({"model": diagnostic_label(name, dg), "c-index": fmt(s), "90% interval": f"[{lo:.3f}, {hi:.3f}]",
+                     "paired gap [90%]": g_txt,
                      "H rows on H": u.get("hist_rows_on_hist", np.nan), "P rows on H": u.get("path_rows_on_hist", np.nan),
                      "uniform on H": u.get("uniform_on_hist", np.nan), "head share H": u.get("head_share_hist", np.nan)})
     run.save_table(pd.DataFrame(rows), "trans_diagnostics", floatfmt=".3f")
+    eff_rows = []
+    for key, eff in metrics.get("effects", {}).items():
+        lo, hi = factorial.interval(eff)
+        names = [FACTORS[f].format(factor=dg.epochs_factor).split(" (")[0] for f in key.split("_x_")]
+        eff_rows.append({"effect": ("main: " if len(names) == 1 else "interaction: ") + " × ".join(names),
+                         "mean": eff["mean"], "90% interval (corrected, folds)": f"[{lo:+.3f}, {hi:+.3f}]",
+                         "folds > 0": f"{sum(v > 0 for v in eff['values'])}/{eff['n']}",
+                         "per fold": " ".join(f"{v:+.3f}" for v in eff["values"])})
+    run.save_table(pd.DataFrame(eff_rows, columns=["effect", "mean", "90% interval (corrected, folds)", "folds > 0",
+                                                   "per fold"]), "trans_factorial", floatfmt="+.3f")
     return metrics
 
 
 # ----------------------------------------------------------------------------- 2. cost vs N
-class PeakMemory(torch.utils._python_dispatch.TorchDispatchMode):
-    """Peak bytes of live tensors created inside the block (CPU or GPU), tracked per storage."""
-
-    def __init__(self):
-        super().__init__()
-        self.live = self.peak = 0
-        self.refs = {}
-
-    def _release(self, key):
-        self.refs[key][0] -= 1
-        if self.refs[key][0] == 0:
-            self.live -= self.refs.pop(key)[1]
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        import weakref
-
-        out = func(*args, **(kwargs or {}))
-        flat = out if isinstance(out, (tuple, list)) else [out]
-        for t in flat:
-            if isinstance(t, torch.Tensor):
-                storage = t.untyped_storage()
-                key = storage.data_ptr()
-                if key not in self.refs:
-                    self.refs[key] = [0, storage.nbytes()]
-                    self.live += storage.nbytes()
-                    self.peak = max(self.peak, self.live)
-                self.refs[key][0] += 1
-                weakref.finalize(t, self._release, key)
-        return out
-
-
-def measure(fn, repeats: int, memory: bool = True, min_time: float = 0.0) -> tuple[float, int]:
-    """(best wall time in s, peak activation bytes or 0) of `fn()` under no_grad: one warm-up
-    call, then at least `repeats` timed calls and more until they add up to `min_time` seconds
-    (as `timeit`'s autorange does), so that sub-millisecond calls get enough repeats for their
-    minimum to resist a busy machine."""
-    with torch.no_grad():
-        peak = 0
-        if memory:
-            with PeakMemory() as mem:
-                fn()
-            peak = mem.peak
-        else:
-            fn()                            # warm-up, as the memory pass is one
-        times = []
-        while len(times) < repeats or sum(times) < min_time:
-            t0 = clock.perf_counter()
-            fn()
-            times.append(clock.perf_counter() - t0)
-    return min(times), peak
-
-
-def loglog_slope(n, y) -> float:
-    """Least-squares slope of log y against log n: y ∝ n^slope."""
-    return float(np.polyfit(np.log(np.asarray(n, float)), np.log(np.asarray(y, float)), 1)[0])
-
-
 def cost_vs_patches(run) -> dict:
     """Per patient, end to end: the GMM aggregation of a bag of N patches, then MMP's fusion on the
     tokens of that bag, against a full-token Transformer on the same bag; peak memory and time of
@@ -620,7 +618,13 @@ def cost_vs_patches(run) -> dict:
     fig.tight_layout()
     run.save_figure(fig, "cost")
     speed = ot_speedup(run)
+    # end to end at the claims' N (cost_shapes.at_n, or the largest N here): full-token time over MMP's
+    # (aggregation + fusion), one ratio per seed
+    at = cfg.cost_shapes.at_n if cfg.cost_shapes.at_n in set(df.N) else int(df.N.max())
+    point = df[df.N == at].sort_values("seed")
+    ratio = seed_sample((point.full_token_s / point.mmp_s).to_numpy())
     return {"n_patches": [int(v) for v in cfg.cost.n_patches], "slope_range": [float(lo), float(hi)],
+            "end_to_end_time_ratio": ratio, "end_to_end_at_n": int(at),
             **slopes, "upper_range": [float(v) for v in cfg.cost.upper_range], "upper": upper,
             "aggregation_fixed_s": fixed, "ot_speed": speed}
 
@@ -810,7 +814,8 @@ def breast_cancer_check(run) -> dict:
 
 
 EXPERIMENTS = {**{f"cindex_{arm}": cindex_arm(arm) for arm in ARM_NAMES}, "oracle_ceilings": oracle_ceilings,
-               "cindex": cindex_table, "trans_diagnostics": trans_diagnostics, "cost": cost_vs_patches, "compression": compression,
+               "cindex": cindex_table, "trans_diagnostics": trans_diagnostics, "cost": cost_vs_patches,
+               "cost_shapes": cost_at_paper_dims, "replication": replication, "compression": compression,
                "loss_ablation": loss_ablation, "recovery": prototype_recovery, "breast_cancer": breast_cancer_check}
 
 

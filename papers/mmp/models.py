@@ -1,4 +1,5 @@
-"""MMP-Trans, MMP-OT and the baselines (ABMIL, pathway-only, full-token Transformer).
+"""MMP-Trans, MMP-OT and the baselines (ABMIL, pathway-only, full-token Transformer, linear Cox and a
+small MLP on the tokens).
 
 Every model maps a batch {"hist": [B, C, 2d+1] PANTHER tokens, "genes": [B, G] z-scored genes,
 "bags": [N_i, d] patch features, a list or a lazily read `bags.SlideBags`} to `n_out` outputs per
@@ -215,6 +216,22 @@ class PathwayOnly(nn.Module):
         return self.head(self.pathway_tokens(batch["genes"]).mean(1))
 
 
+class TokenMLP(nn.Module):
+    """A referee's simple model on MMP's own inputs: the PANTHER histology tokens flattened beside the
+    z-scored genes, standardised per feature (BatchNorm without affine: batch statistics in training,
+    running ones at test), then a linear Cox model (`hidden=0`) or one hidden ReLU layer."""
+
+    def __init__(self, in_dim: int, *, hidden: int, dropout: float, n_out: int):
+        super().__init__()
+        self.norm = nn.BatchNorm1d(in_dim, affine=False)
+        self.net = (nn.Linear(in_dim, n_out, bias=False) if hidden == 0 else
+                    nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, n_out)))
+
+    def forward(self, batch):
+        x = torch.cat([batch["hist"].flatten(1), batch["genes"]], dim=1)
+        return self.net(self.norm(x))
+
+
 class ABMIL(nn.Module):
     """Gated-attention MIL (Ilse et al. 2018) over every patch of a bag."""
 
@@ -241,10 +258,15 @@ class ABMIL(nn.Module):
 
 class FullTokenTransformer(nn.Module):
     """One pre-LN Transformer layer over every patch token plus the pathway tokens (the cost
-    reference): self-attention is O((N + P)²) in time and memory."""
+    reference): self-attention is O((N + P)²) in time, and in memory with the explicit N×N maps
+    (default). `fused_attention` computes the same attention with torch's fused
+    `scaled_dot_product_attention` (a flash kernel on the CPU and on CUDA), which never holds the map:
+    its memory is linear in N."""
 
-    def __init__(self, in_dim: int, pathways: list, *, dim: int, snn_dropout: float, dropout: float, n_out: int):
+    def __init__(self, in_dim: int, pathways: list, *, dim: int, snn_dropout: float, dropout: float, n_out: int,
+                 fused_attention: bool = False):
         super().__init__()
+        self.fused_attention = fused_attention
         self.pathway_tokens = PathwayTokens(pathways, dim, snn_dropout)
         self.patch_proj = nn.Linear(in_dim, dim)
         self.norm1, self.norm2, self.norm3 = nn.LayerNorm(dim), nn.LayerNorm(dim), nn.LayerNorm(dim)
@@ -265,8 +287,12 @@ class FullTokenTransformer(nn.Module):
         x = torch.cat([pw, self.patch_proj(patches)], dim=1)
         valid = torch.cat([torch.ones(len(bags), pw.shape[1], dtype=torch.bool), valid], dim=1)
         q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
-        s = (q @ k.transpose(1, 2) / math.sqrt(self.dim)).masked_fill(~valid[:, None, :], -torch.inf)
-        x = x + self.proj(torch.softmax(s, dim=-1) @ v)
+        if self.fused_attention:       # [B, 1 head, T, dim] with a key mask: the flash path, no T×T map
+            x = x + self.proj(F.scaled_dot_product_attention(q[:, None], k[:, None], v[:, None],
+                                                             attn_mask=valid[:, None, None, :])[:, 0])
+        else:
+            s = (q @ k.transpose(1, 2) / math.sqrt(self.dim)).masked_fill(~valid[:, None, :], -torch.inf)
+            x = x + self.proj(torch.softmax(s, dim=-1) @ v)
         x = self.norm3(x + self.ffn(self.norm2(x)))
         pooled = (x * valid[..., None]).sum(1) / valid.sum(1, keepdim=True)
         return self.head(pooled)

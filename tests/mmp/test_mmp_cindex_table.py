@@ -18,7 +18,8 @@ CINDEX = {"abmil": [0.80, 0.85, 0.78, 0.83, 0.86], "pathway": [0.55, 0.60, 0.50,
           "mmp_histo": [0.66, 0.69, 0.64, 0.70, 0.66], "mmp_gene": [0.56, 0.61, 0.52, 0.57, 0.55],
           "mmp_trans": [0.70, 0.72, 0.66, 0.71, 0.69], "mmp_trans_std_pi": [0.75, 0.78, 0.72, 0.77, 0.74],
           "mmp_ot": [0.69, 0.73, 0.67, 0.70, 0.70],
-          "full_transformer": [0.81, 0.84, 0.80, 0.82, 0.85], "prototype_cox": [0.86, 0.88, 0.84, 0.87, 0.85]}
+          "full_transformer": [0.81, 0.84, 0.80, 0.82, 0.85], "prototype_cox": [0.86, 0.88, 0.84, 0.87, 0.85],
+          "token_linear": [0.62, 0.66, 0.60, 0.63, 0.64], "token_mlp": [0.60, 0.61, 0.58, 0.66, 0.63]}
 ORACLE = [0.90, 0.92, 0.89, 0.93, 0.91]
 CEILINGS = {"proportions": [0.70, 0.72, 0.69, 0.71, 0.70], "grade": [0.68, 0.70, 0.66, 0.69, 0.67],
             "genes": [0.60, 0.62, 0.58, 0.61, 0.63], "all": [0.86, 0.88, 0.85, 0.87, 0.86]}
@@ -70,10 +71,14 @@ def test_cindex_table_refuses_arms_on_different_folds(tmp_path):
 
 def test_cindex_claims_decide_on_paired_folds(tmp_path):
     write_arms(tmp_path)
-    metrics = {"cindex": cindex_table(tiny_run(tmp_path))}
+    table = cindex_table(tiny_run(tmp_path))
+    # one cohort's folds, as `replication` keeps them for a real cohort (the claims read replication.*)
+    metrics = {"cindex": table, "replication": {"cindex": {arm: table[arm] for arm in CINDEX},
+                                                "trans_minus": {"full_transformer": table["trans_minus_full_transformer"]}}}
     claims = {c["id"]: c for c in load_claims(PAPER / "claims.yaml")}
     ids = ("mmp.trans_beats_mean_floor", "mmp.trans_vs_abmil", "mmp.trans_vs_histo", "mmp.trans_vs_gene",
-           "mmp.trans_vs_pathway", "mmp.ot_vs_trans")
+           "mmp.trans_vs_pathway", "mmp.ot_vs_trans", "mmp.trans_beats_token_linear", "mmp.trans_beats_token_mlp",
+           "mmp.trans_noninferior_full_token")
     status = {cid: evaluate_claim(claims[cid], metrics, "tiny") for cid in ids}
     assert status["mmp.trans_beats_mean_floor"].status == PASS
     assert status["mmp.trans_vs_abmil"].status == FAIL            # below ABMIL on every fold
@@ -83,7 +88,10 @@ def test_cindex_claims_decide_on_paired_folds(tmp_path):
     assert status["mmp.trans_vs_pathway"].status == PASS
     assert status["mmp.ot_vs_trans"].status == PASS               # gaps of ±0.01 on 5 folds: equivalent
     assert status["mmp.ot_vs_trans"].n == 5
+    assert status["mmp.trans_beats_token_linear"].status == PASS and status["mmp.trans_beats_token_mlp"].status == PASS
+    # 0.10 to 0.16 below the full-token model on every fold: worse than the 0.03 margin
+    assert table["trans_minus_full_transformer"]["values"] == pytest.approx([-0.11, -0.12, -0.14, -0.11, -0.16])
+    assert status["mmp.trans_noninferior_full_token"].status == FAIL
     # the same comparison on 2 folds cannot decide
-    short = {"cindex": {k: (sample(v["values"][:2], "fold") if isinstance(v, dict) and "values" in v else v)
-                        for k, v in metrics["cindex"].items()}}
+    short = {"replication": {"cindex": {k: sample(v["values"][:2], "fold") for k, v in metrics["replication"]["cindex"].items()}}}
     assert evaluate_claim(claims["mmp.ot_vs_trans"], short, "tiny").status == INCONCLUSIVE

@@ -81,8 +81,10 @@ def test_cost_experiment_writes_slopes_per_seed_and_the_ot_speedup(tmp_path):
 
     cfg = load_config(REPO / "papers" / "mmp" / "config.yaml", "smoke")
     metrics = cost_vs_patches(Run("mmp", "cost", cfg, tmp_path))
-    for key in ("aggregation_time_slope", "fusion_time_slope", "mmp_time_slope", "full_token_time_slope"):
+    for key in ("aggregation_time_slope", "fusion_time_slope", "mmp_time_slope", "full_token_time_slope",
+                "end_to_end_time_ratio"):
         assert metrics[key]["unit"] == "seed" and metrics[key]["n"] == cfg.cost.seeds
+    assert metrics["end_to_end_at_n"] == cfg.cost_shapes.at_n
     # memory depends on shapes only: a plain number; the full-token model's grows faster than linear
     assert isinstance(metrics["full_token_memory_slope"], float) and metrics["full_token_memory_slope"] > 1.3
     assert metrics["fusion_memory_slope"] == pytest.approx(0.0, abs=1e-9)
@@ -109,3 +111,47 @@ def test_breast_cancer_gene_groups_see_only_the_training_fold(tmp_path, monkeypa
     cfg = load_config(REPO / "papers" / "mmp" / "config.yaml", "smoke")
     ex.breast_cancer_check(Run("mmp", "breast_cancer", cfg, tmp_path))
     assert len(seen) == cfg.breast_cancer.n_folds and all(n < 198 for n in seen)
+
+
+def test_shape_counts_equal_the_measured_flops_and_bytes(tmp_path, monkeypatch):
+    """The FLOP and byte counts from shapes (cost_shapes.py) equal FlopCounterMode and the peak tracker
+    at every measured N, and the claims' N is a measured point. The aggregation is counted on its torch
+    reference, which a CPU run takes (the tests' TRITON_INTERPRET would send it to the interpreter)."""
+    monkeypatch.setenv("KERNELS_FORCE_REFERENCE", "1")
+    from papers.mmp.cost_shapes import cost_at_paper_dims
+    from shared.config import load_config
+    from shared.experiment import Run
+
+    cfg = load_config(REPO / "papers" / "mmp" / "config.yaml", "smoke",
+                      ["cost_shapes.measure_n=[100, 300, 1000, 3000]", "cost_shapes.project_n=[1000, 100000]"])
+    metrics = cost_at_paper_dims(Run("mmp", "cost_shapes", cfg, tmp_path))
+    assert metrics["check"]["max_rel_error"] == 0.0, metrics["check"]
+    at = metrics["paper_n"]
+    assert at["N"] == cfg.cost_shapes.at_n and at["memory_ratio"] > 1 and at["flop_ratio"] > 1
+    # two fp32 T x T maps: the fitted N² coefficient is 8 bytes per token pair
+    assert metrics["quadratic_fit_bytes"]["c_per_token_pair"] == pytest.approx(8.0, rel=0.05)
+    proj = metrics["projected"]
+    assert proj["from_config"] is True and proj["rows"]["quadratic_share"][-1] > 0.99
+    assert proj["rows"]["fused_MB"][-1] < proj["rows"]["full_MB"][-1] / 100
+
+
+def test_fused_attention_is_the_same_function_without_the_map():
+    import numpy as np
+
+    from papers.mmp.cost_shapes import full_token_bytes, peak_bytes
+    from papers.mmp.models import FullTokenTransformer
+
+    pathways = [np.arange(i, i + 5) for i in range(6)]
+    explicit = FullTokenTransformer(8, pathways, dim=8, snn_dropout=0.25, dropout=0.1, n_out=1).eval()
+    fused = FullTokenTransformer(8, pathways, dim=8, snn_dropout=0.25, dropout=0.1, n_out=1, fused_attention=True).eval()
+    fused.load_state_dict(explicit.state_dict())
+    bags = [torch.randn(300, 8), torch.randn(170, 8)]          # padded: the key mask matters
+    batch = {"bags": bags, "genes": torch.randn(2, 11)}
+    with torch.no_grad():
+        assert torch.allclose(explicit(batch), fused(batch), atol=1e-5)
+    one = {"bags": bags[:1], "genes": batch["genes"][:1]}
+    snn = peak_bytes(lambda: explicit.pathway_tokens(one["genes"]))
+    shape = dict(d=8, dim=8, n_pathways=6, pathway_bytes=snn)
+    assert peak_bytes(lambda: explicit(one)) == full_token_bytes(300, **shape)
+    assert peak_bytes(lambda: fused(one)) == full_token_bytes(300, fused=True, **shape)
+    assert full_token_bytes(300, fused=True, **shape) < full_token_bytes(300, **shape) - 300 ** 2 * 4

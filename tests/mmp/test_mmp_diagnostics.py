@@ -38,7 +38,7 @@ def test_diagnostics_default_row_is_the_mmp_trans_arm(tmp_path):
     from papers.mmp.experiments import cindex_arm, trans_diagnostics
     from shared.experiment import Run
 
-    cfg = load_config(CFG, "smoke", ["diagnostics.variants=[default, genes_zeroed, few_pathways]"])
+    cfg = load_config(CFG, "smoke", ["diagnostics.factors=[std_pi]", "diagnostics.variants=[genes_zeroed, few_pathways]"])
     diag = trans_diagnostics(Run("mmp", "trans_diagnostics", cfg, tmp_path))
     arm = cindex_arm("mmp_trans")(Run("mmp", "cindex_mmp_trans", cfg, tmp_path))
     assert diag["cindex"]["default"]["values"] == arm["cindex"]["values"]
@@ -47,3 +47,33 @@ def test_diagnostics_default_row_is_the_mmp_trans_arm(tmp_path):
         cfg.prototypes.n / (few + cfg.prototypes.n))
     assert diag["gap"]["genes_zeroed"]["ref"] == "default" and diag["gap"]["genes_zeroed"]["n"] == cfg.eval.n_folds
     assert "genes zeroed" in (tmp_path / "tables" / "trans_diagnostics.md").read_text()
+    # the standardised-π cell, built from the raw fold without refitting, is the std-π arm's training
+    std = cindex_arm("mmp_trans_std_pi")(Run("mmp", "cindex_mmp_trans_std_pi", cfg, tmp_path))
+    assert diag["cindex"]["std_pi"]["values"] == std["cindex"]["values"]
+    assert diag["effects"]["std_pi"]["values"] == pytest.approx(
+        [a - b for a, b in zip(std["cindex"]["values"], arm["cindex"]["values"])])
+    assert "main: π standardised" in (tmp_path / "tables" / "trans_factorial.md").read_text()
+
+
+def test_factorial_effects_recover_main_effects_and_interactions():
+    """On a response built from known effects (per fold), `effects` returns them: the main effect is
+    the mean gain of switching a factor on, an interaction the mean difference of differences."""
+    from papers.mmp.factorial import cells, effects
+
+    factors = ["a", "b", "c"]
+    assert [name for name, _ in cells(factors)] == ["default", "a", "b", "c", "a+b", "a+c", "b+c", "a+b+c"]
+    base, ga, gb, gc, gab, gabc = [0.6, 0.5, 0.7], 0.01, 0.003, -0.02, 0.07, 0.004
+    scores = {}
+    for name, on in cells(factors):
+        scores[name] = [y0 + ga * ("a" in on) + gb * ("b" in on) + gc * ("c" in on)
+                        + gab * ({"a", "b"} <= on) + gabc * (on == {"a", "b", "c"}) + 0.001 * i
+                        for i, y0 in enumerate(base)]
+    eff = effects(scores, factors, test_train_ratio=0.25)
+    # a x b is on in 2 of the 4 cells with a on: its main effect picks up half of gab (and of gabc's quarter)
+    assert eff["a"]["values"] == pytest.approx([ga + gab / 2 + gabc / 4] * 3)
+    assert eff["a x b"]["values"] == pytest.approx([gab + gabc / 2] * 3)
+    assert eff["a x c"]["values"] == pytest.approx([gabc / 2] * 3)
+    assert eff["a x b x c"]["values"] == pytest.approx([gabc] * 3)
+    assert eff["c"]["unit"] == "fold" and eff["c"]["test_train_ratio"] == 0.25
+    with pytest.raises(ValueError, match="missing"):
+        effects({k: v for k, v in scores.items() if k != "a+b"}, factors, 0.25)
