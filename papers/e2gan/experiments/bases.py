@@ -1,0 +1,134 @@
+"""Base models: the clustered base (k concepts nearest the k-means centroids of edit residuals) and the
+ablation's bases (random draws, one family, one concept). Trained weights go under
+`checkpoints/bases/`, named by a hash of the config parts they depend on."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from shared.config import ConfigError, config_hash
+from shared.samples import sample
+from shared.seeding import derive_seed
+
+from ..data import teacher_pairs
+from ..metrics import image_features
+from ..selection import nearest_to_centroids, random_subset
+from ..teacher import families
+from ..train import Pairs, eval_psnr, read_losses, train_gan
+from .setup import Setup, concept_pool
+
+# ----------------------------------------------------------------------------- base models
+def base_kinds(cfg) -> tuple[str, ...]:
+    """clustered, random0 … random{n−1} (independent random draws), then `base.extra_kinds` (family,
+    single)."""
+    return ("clustered", *[f"random{j}" for j in range(cfg.base.random_draws)], *cfg.base.extra_kinds)
+
+
+def edit_features(setup: Setup, prompts: list[str]) -> np.ndarray:
+    """(P, F): per prompt, the mean edit residual f(T(x, c)) − f(x) over the first `base.feature_images`
+    training inputs, in the image-feature space of `metrics.image_features`. What the edit does, not
+    what its prompt says."""
+    cfg = setup.cfg
+    inputs = setup.train_inputs[: cfg.base.feature_images]
+    f_in = image_features(inputs)
+    out = []
+    for p in prompts:
+        edited = teacher_pairs(setup.teacher, inputs, p, derive_seed(setup.seed, "teacher", "features"),
+                               setup.cache / "features")
+        out.append((image_features(edited) - f_in).mean(0))
+    return np.asarray(out)
+
+
+def base_concepts(setup: Setup, kind: str) -> list[str]:
+    cfg = setup.cfg
+    pool = concept_pool(cfg)
+    k = min(cfg.base.k, len(pool))
+    if kind == "clustered":
+        return [pool[i] for i in nearest_to_centroids(edit_features(setup, pool), k, setup.seed)]
+    if kind.startswith("random"):
+        j = int(kind[len("random"):] or 0)
+        return [pool[i] for i in random_subset(len(pool), k, derive_seed(setup.seed, "random concepts", j))]
+    if kind == "family":
+        if not cfg.base.family_prompts and cfg.teacher.kind != "skimage":
+            raise ConfigError(f"base.family_prompts is empty, and teacher.kind={cfg.teacher.kind!r} has no "
+                              "built-in families: set base.family_prompts (the one-family base's prompts)")
+        return (list(cfg.base.family_prompts) or families()[cfg.base.family])[:k]
+    if kind == "single":  # the concept whose standardised edit residual is nearest the pool's mean
+        f = edit_features(setup, pool)
+        z = (f - f.mean(0)) / np.where(f.std(0) > 0, f.std(0), 1.0)
+        return [pool[int(np.argmin(np.linalg.norm(z, axis=1)))]]
+    raise ValueError(f"unknown base kind {kind!r}; valid: {base_kinds(cfg)}")
+
+
+def base_clustered(run) -> dict:
+    """The E²GAN base model: trained on the k concepts nearest the k-means centroids of the teacher's
+    standardised edit residuals."""
+    return train_base(run, "clustered")
+
+
+def base_variants(run) -> dict:
+    """The ablation's other bases: `base.random_draws` draws of k random concepts, and `base.extra_kinds`
+    (one family, one concept)."""
+    setup = Setup(run)
+    return {kind: train_base(run, kind, setup) for kind in base_kinds(run.cfg)[1:]}
+
+
+def base_key(run, kind: str) -> dict:
+    """What a base's training reads (not train.lora_lr, which only the adapters use): its cache key."""
+    cfg = run.cfg
+    train = {k: v for k, v in dict(cfg.train).items() if k != "lora_lr"}
+    return ({k: cfg[k] for k in ("data", "teacher", "text", "model", "base", "concepts")}
+            | {"train": train, "seed": run.seed, "kind": kind})
+
+
+def base_path(run, kind: str) -> Path:
+    return run.out / "checkpoints" / "bases" / f"base_{kind}_{config_hash(base_key(run, kind))}.pt"
+
+
+def load_base(run, setup: Setup, kind: str):
+    path = base_path(run, kind)
+    if not path.is_file():
+        which = "base_clustered" if kind == "clustered" else "base_variants"
+        raise FileNotFoundError(f"no base model at {path}: run the `{which}` experiment first "
+                                f"(python -m papers.e2gan {which} --profile {run.profile} --out {run.out})")
+    state = torch.load(path, map_location=setup.device, weights_only=True)
+    return state
+
+
+def train_base(run, kind: str, setup: Setup | None = None) -> dict:
+    """One text-conditioned E²GAN on a mix of concepts (chosen by `kind`), trained from scratch."""
+    setup = setup or Setup(run)
+    cfg = run.cfg
+    concepts = base_concepts(setup, kind)
+    train = Pairs.concat([setup.pairs(c, "train") for c in concepts])
+    torch.manual_seed(derive_seed(run.seed, "base init"))
+    G, D = setup.e2gan(), setup.discriminator()
+    path = base_path(run, kind)
+    fit_dir = run.out / "checkpoints" / run.experiment / kind
+    if path.is_file():  # trained already under this exact config: reuse
+        state = torch.load(path, map_location=setup.device, weights_only=True)
+        G.load_state_dict(state["G"])
+        steps, flops = int(state["steps"]), int(state["flops_per_step"])
+    else:
+        # checkpointed (last.ckpt every trainer.every_n_train_steps steps, keyed): a killed run resumes
+        hist = train_gan(G, D, train, cfg.base.steps, seed=derive_seed(run.seed, "base train", kind),
+                         out_dir=fit_dir,
+                         cache_config=base_key(run, kind), **setup.train_kwargs(lora=False))
+        steps, flops = hist["steps"], hist["flops_per_step"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        torch.save({"G": G.state_dict(), "D": D.state_dict(), "concepts": concepts, "steps": steps,
+                    "flops_per_step": flops}, tmp)
+        tmp.replace(path)
+    setup.log_fit(f"base/{kind}", {"losses": read_losses(fit_dir / "logs" / "metrics.csv")})   # kept with the fit
+    G.eval()
+    seen = {c: eval_psnr(G, setup.pairs(c, "test")) for c in concepts}
+    zero_shot = {c: eval_psnr(G, setup.pairs(c, "test")) for c in cfg.concepts.new}
+    return {"kind": kind, "concepts": concepts, "n_pairs": len(train), "steps": steps, "flops_per_step": flops,
+            "train_flops": steps * flops, "psnr_seen": sample([np.mean(list(seen.values()))], "seed"),
+            "psnr_new_zero_shot": sample([np.mean(list(zero_shot.values()))], "seed"),
+            "psnr_new_zero_shot_by_concept": zero_shot}
+
+
