@@ -7,21 +7,55 @@ import torch
 
 from shared.seeding import derive_seed
 
-from ..lora import GROUP_PREFIXES, adapter_state, add_lora, layer_groups, lora_param_count, state_bytes
+from ..gan_module import count_step_flops
+from ..lora import GROUP_PREFIXES, adapter_state, add_lora, layer_groups, layer_ranks, lora_param_count, state_bytes
 from ..models import CRUCIAL_GROUPS
-from ..ranks import group_costs, matched_random_ranks
+from ..ranks import matched_random_ranks
 from ..train import Pairs, train_gan
 from .setup import Setup, full_bytes
 
-# ----------------------------------------------------------------------------- fine-tuning arms
+
+def lora_alpha(cfg) -> float | None:
+    """The LoRA α of every arm: fixed (`lora.alpha`; the scale α/r falls as r grows), or None for α = r
+    (scale 1, `lora.alpha_is_rank`), under which a higher rank also acts as a larger step."""
+    return None if cfg.lora.alpha_is_rank else float(cfg.lora.alpha)
+
+
+def lora_layers(setup: Setup) -> dict:
+    """Every layer LoRA can go on (all groups): {layer: {group, cap, params_per_rank}} (`lora.layer_ranks`)."""
+    if not hasattr(setup, "_lora_layers"):
+        setup._lora_layers = layer_ranks(setup.e2gan(), {g: 1 for g in GROUP_PREFIXES})
+    return setup._lora_layers
+
+
 def random_ranks(setup: Setup, searched: dict, seed: int, concept: str) -> tuple[dict, bool]:
     """One random rank draw for (seed, concept), matched to the searched arm's parameter count."""
     lo = setup.cfg.lora
-    if not hasattr(setup, "_lora_costs"):
-        setup._lora_costs = group_costs(lambda r: count_lora_params(setup, r), CRUCIAL_GROUPS)
-    costs = setup._lora_costs
+    layers = {n: i for n, i in lora_layers(setup).items() if i["group"] in CRUCIAL_GROUPS}
     rng = np.random.default_rng(derive_seed(seed, "random ranks", concept))
-    return matched_random_ranks(costs, searched, lo.base_rank, lo.random_mults, lo.random_tolerance, rng)
+    return matched_random_ranks(layers, searched, lo.base_rank, lo.random_mults, lo.random_tolerance, rng)
+
+
+def per_layer_ranks(setup: Setup, ranks: dict | None) -> list[dict]:
+    """Rows {layer, group, rank (after the cap), cap, params}: what group `ranks` put on each layer."""
+    if ranks is None:
+        return []
+    return [{"layer": n, "group": i["group"], "rank": min(int(ranks.get(i["group"], 0)), i["cap"]), "cap": i["cap"],
+             "params": min(int(ranks.get(i["group"], 0)), i["cap"]) * i["params_per_rank"]}
+            for n, i in lora_layers(setup).items() if ranks.get(i["group"], 0) > 0]
+
+
+def step_flops(setup: Setup, ranks: dict | None, prompt: str) -> int:
+    """Training FLOPs of one step of an arm (None: the full fine-tune) at the configured batch and
+    resolution, counted as `train_gan` counts them, without training."""
+    cfg = setup.cfg
+    G, D = setup.e2gan(), setup.discriminator()
+    if ranks is not None:
+        add_lora(G, ranks, lora_alpha(cfg))
+    b, res = cfg.train.batch_size, cfg.data.resolution
+    tokens, mask = setup.encoder.encode([prompt] * b)
+    x = torch.zeros(b, 3, res, res, device=setup.device)
+    return count_step_flops(G, D, (x, x, tokens.to(setup.device), mask.to(setup.device)), cfg.train.lambda_l1)
 
 
 def arm_ranks(setup: Setup, arm: str, seed: int, concept: str, searched: dict | None = None) -> dict | None:
@@ -54,7 +88,7 @@ def finetune(setup: Setup, base: dict, arm: str, ranks: dict | None, train: Pair
     D.load_state_dict(base["D"])
     stored = full_bytes(G)
     if arm != "full_ft":
-        add_lora(G, ranks, setup.cfg.lora.alpha_per_rank)
+        add_lora(G, ranks, lora_alpha(setup.cfg))
         stored = state_bytes(adapter_state(G))
     hist = train_gan(G, D, train, steps, seed=derive_seed(seed, "finetune", concept), test=test,
                      eval_every=eval_every, **setup.train_kwargs(lora=arm != "full_ft", lr=lr))

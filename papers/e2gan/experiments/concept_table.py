@@ -41,10 +41,12 @@ def concept_table(run) -> dict:
 
     draws.sort(key=concept_major)
     changes.sort(key=concept_major)
-    rows = []
+    rows, equal_steps = [], []
     for concept in cfg.concepts.new:
         test = setup.pairs(concept, "test")
-        floors = {"floor_zero_shot": zero_shot_quality(setup, base, test, concept)}
+        floors = {"floor_identity": {**evaluate(IdentityGenerator(), test, setup),
+                                     **setup.paper_metrics(IdentityGenerator(), test, concept)},
+                  "floor_zero_shot": zero_shot_quality(setup, base, test, concept)}
         for seed in cfg.concepts.seeds:
             sc = scratch[f"{concept}|{seed}"]
             target = sc["target_psnr"]
@@ -66,6 +68,8 @@ def concept_table(run) -> dict:
             for arm in FT_ARMS:
                 r = ft[f"{concept}|{seed}|{arm}"]
                 rows.append({**r["row"], **{f"{k}_to_target": v for k, v in to_target(r["history"], target).items()}})
+            equal_steps.append({"concept": concept, "seed": seed,
+                                "psnr": psnr_at(sc["e2gan_scratch"]["curve"], cfg.finetune.steps)})
     df = pd.DataFrame(rows)
     seeds = list(cfg.concepts.seeds)
     summary = df.drop(columns=["concept", "seed", "batch_digest"]).groupby("arm", sort=False).mean(
@@ -74,7 +78,13 @@ def concept_table(run) -> dict:
     arms = seed_samples(df, "arm", seeds, SAMPLED + tuple(k for k in PAPER_METRICS if k in df.columns))
     for r in summary.to_dict("records"):
         arms[r["arm"]].update({c: float(r[c]) for c in COUNTED})
-    summary["psnr_ci90_over_seeds"] = [ci_text(arms[a]["psnr"]["values"]) for a in summary["arm"]]
+    # E2GAN from scratch at the fine-tunes' step budget: its PSNR curve read at `finetune.steps`
+    scratch_equal = seed_samples(pd.DataFrame(equal_steps).assign(arm="floor_scratch_equal_steps"), "arm", seeds,
+                                 ("psnr",))["floor_scratch_equal_steps"]["psnr"]
+    summary = pd.concat([summary, pd.DataFrame([{"arm": "floor_scratch_equal_steps", "psnr": scratch_equal["mean"],
+                                                 "steps_run": cfg.finetune.steps}])], ignore_index=True)
+    summary["psnr_ci90_over_seeds"] = [ci_text((scratch_equal if a == "floor_scratch_equal_steps" else arms[a]["psnr"])
+                                               ["values"]) for a in summary["arm"]]
     summary["n_seeds"] = len(seeds)
     run.save_table(df, "e2gan_concept_runs")
     run.save_table(summary, "e2gan_concept_table")
@@ -100,10 +110,18 @@ def concept_table(run) -> dict:
         "searched_minus_random_psnr_db": difference(s["psnr"], arms["lora_random"]["psnr"]),
         "searched_minus_4x_psnr_db": difference(s["psnr"], arms["lora_4x"]["psnr"]),
         "searched_minus_zero_shot_psnr_db": difference(s["psnr"], arms["floor_zero_shot"]["psnr"]),
+        "searched_minus_identity_psnr_db": difference(s["psnr"], arms["floor_identity"]["psnr"]),
+        "scratch_equal_steps_psnr": scratch_equal,
+        "searched_minus_scratch_equal_steps_psnr_db": difference(s["psnr"], scratch_equal),
+        "searched_minus_pix2pix_psnr_db": difference(s["psnr"], arms["pix2pix_scratch"]["psnr"]),
+        "searched_minus_pix2pix_fd": difference(s["fd"], arms["pix2pix_scratch"]["fd"]),
+        "flops_per_step_by_arm": {a: arms[a]["flops_per_step"] for a in (*SCRATCH_ARMS, *FT_ARMS)},
+        "searched_ranks_per_layer": search["per_layer"],
         **ratios,
         "layer_change": layers,
+        # both in fp16 (equal precision; the paper compares parameter counts)
         "bytes_ratio_full_to_searched": full["stored_bytes"] / s["stored_bytes"],
-        "from_config": ["bytes_ratio_full_to_searched"],   # bytes of configured shapes and dtypes
+        "from_config": ["bytes_ratio_full_to_searched", "flops_per_step_by_arm"],
         "random_draws": {"n_distinct": len({tuple(d[g] for g in CRUCIAL_GROUPS) for d in draws}),
                          "all_matched": bool(all(d["matched"] for d in draws)),
                          "params_ratio_to_searched": arms["lora_random"]["trainable_params"] / s["trainable_params"]},
@@ -116,6 +134,20 @@ def concept_table(run) -> dict:
                                                int((df.arm == "lora_searched").sum())),
         "e2gan_scratch_reached_target": arms["e2gan_scratch"]["reached_to_target"],
     }
+
+
+class IdentityGenerator(torch.nn.Module):
+    """The input as the output: the floor every trained arm must beat."""
+
+    def forward(self, x, text=None, mask=None):
+        return x
+
+
+def psnr_at(curve, step: int) -> float:
+    """A PSNR curve [(step, psnr), ...] read at `step`, linearly between evaluations (the last value past
+    its end: a run that stopped early had reached its target)."""
+    steps, values = zip(*curve)
+    return float(np.interp(step, steps, values))
 
 
 def zero_shot_quality(setup: Setup, base: dict, test: Pairs, concept: str) -> dict:
@@ -176,7 +208,7 @@ def image_grid(run, setup: Setup) -> None:
     seed = cfg.concepts.seeds[0]
     cols = ["input", "teacher", *SCRATCH_ARMS, *FT_ARMS]
     n = cfg.grid.n_images
-    rows = []
+    rows, equal_steps = [], []
     for concept in cfg.concepts.new:
         test = setup.pairs(concept, "test").subset(range(n))
         imgs = {"input": to_images(test.x), "teacher": to_images(test.y)}
