@@ -76,11 +76,12 @@ def base_variants(run) -> dict:
 
 
 def base_key(run, kind: str) -> dict:
-    """What a base's training reads (not train.lora_lr, which only the adapters use): its cache key."""
+    """What a base's training reads: its cache key. Not train.lora_lr (only the adapters use it), and of
+    `concepts` only the pool it picks from (the new, search and seed lists do not touch its weights)."""
     cfg = run.cfg
     train = {k: v for k, v in dict(cfg.train).items() if k != "lora_lr"}
-    return ({k: cfg[k] for k in ("data", "teacher", "text", "model", "base", "concepts")}
-            | {"train": train, "seed": run.seed, "kind": kind})
+    return ({k: cfg[k] for k in ("data", "teacher", "text", "model", "base")}
+            | {"pool": concept_pool(cfg), "train": train, "seed": run.seed, "kind": kind})
 
 
 def base_path(run, kind: str) -> Path:

@@ -16,7 +16,7 @@ from .bases import load_base
 from .finetune_runs import GRID_DIR, N_FT_JOBS
 from .scratch import read_scratch
 from .setup import (COUNTED, FT_ARMS, PAPER_METRICS, SAMPLED, SCRATCH_ARMS, Setup, ci_text, difference, evaluate,
-                    geomean, read_metrics, seed_samples)
+                    full_bytes, geomean, read_metrics, seed_samples)
 
 def concept_table(run) -> dict:
     """Per new concept: every arm's quality, parameters, bytes stored, FLOPs and steps to the target;
@@ -62,7 +62,8 @@ def concept_table(run) -> dict:
                 rows.append({"concept": concept, "seed": seed, "arm": arm, "psnr": r["psnr"], "ssim": r["ssim"],
                              "fd": r["fd"], **{k: r[k] for k in PAPER_METRICS if k in r},
                              "trainable_params": r["trainable_params"],
-                             "stored_bytes": r["stored_bytes"], "flops_per_step": r["flops_per_step"],
+                             "stored_bytes": full_bytes(setup.pix2pix() if arm == "pix2pix_scratch" else setup.e2gan()),
+                             "flops_per_step": r["flops_per_step"],
                              "lr": r["lr"], "steps_run": r["steps"],
                              **{f"{k}_to_target": v for k, v in to_target(hist, target).items()}})
             for arm in FT_ARMS:
