@@ -104,9 +104,10 @@ rule e2gan_finetune:
 
 rule e2gan_rank_search:
     input: paper_config("e2gan"), f"{X}/metrics/base_clustered.json"
-    output: prov(f"{X}/metrics/rank_search.json", f"{X}/logs/rank_search.csv", f"{X}/tables/e2gan_rank_search.csv",
-                 f"{X}/tables/e2gan_rank_search.md", f"{X}/tables/e2gan_rank_search_probes.csv",
-                 f"{X}/tables/e2gan_rank_search_probes.md")
+    output:
+        prov(f"{X}/metrics/rank_search.json", f"{X}/logs/rank_search.csv", f"{X}/tables/e2gan_rank_search.csv",
+             f"{X}/tables/e2gan_rank_search.md", f"{X}/tables/e2gan_rank_search_probes.csv",
+             f"{X}/tables/e2gan_rank_search_probes.md")
     priority: 339
     benchmark: bench("e2gan_rank_search")
     threads: 1
