@@ -64,3 +64,19 @@ def test_base_concepts(tmp_path):
     assert base_concepts(setup, "clustered") == clustered
     assert len(base_concepts(setup, "single")) == 1
     assert set(base_concepts(setup, "family")) <= set(__import__("papers.e2gan.teacher", fromlist=["x"]).families()["texture"])
+
+
+def test_one_clustered_base_per_seed(tmp_path):
+    """`base.one_per_seed`: the i-th fine-tuning seed adapts base replicate i (its own cache key, so its own
+    weights); replicate 0 keeps the single base's key; switched off, every seed adapts replicate 0."""
+    from papers.e2gan.experiments.bases import base_key, base_path, base_replicate, base_replicates
+
+    cfg = load_config(CONFIG, "smoke", ["concepts.seeds=[0, 1, 2]"])
+    run = Run("e2gan", "test", cfg, tmp_path)
+    assert base_replicates(cfg) == 3 and [base_replicate(cfg, s) for s in (0, 1, 2)] == [0, 1, 2]
+    assert base_key(run, "clustered", 0) == base_key(run, "clustered") and "replicate" not in base_key(run, "clustered")
+    assert len({base_path(run, "clustered", r) for r in range(3)}) == 3
+    off = load_config(CONFIG, "smoke", ["concepts.seeds=[0, 1, 2]", "base.one_per_seed=false"])
+    assert base_replicates(off) == 1 and {base_replicate(off, s) for s in (0, 1, 2)} == {0}
+    # the switch itself is not part of any base's key: turning it on does not retrain replicate 0
+    assert base_path(Run("e2gan", "test", off, tmp_path), "clustered") == base_path(run, "clustered")

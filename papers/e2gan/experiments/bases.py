@@ -62,10 +62,26 @@ def base_concepts(setup: Setup, kind: str) -> list[str]:
     raise ValueError(f"unknown base kind {kind!r}; valid: {base_kinds(cfg)}")
 
 
+def base_replicates(cfg) -> int:
+    """How many clustered bases are trained: one per fine-tuning seed (`base.one_per_seed`), else one."""
+    return len(cfg.concepts.seeds) if cfg.base.one_per_seed else 1
+
+
+def base_replicate(cfg, seed) -> int:
+    """The clustered base a fine-tune at `seed` adapts: replicate i for the i-th seed of `concepts.seeds`
+    (`base.one_per_seed`), else replicate 0. Replicates share the concepts and the data; they differ in
+    their init and minibatch order, so a seed's sample value holds the base's training noise too."""
+    return list(cfg.concepts.seeds).index(seed) if cfg.base.one_per_seed else 0
+
+
 def base_clustered(run) -> dict:
     """The E²GAN base model: trained on the k concepts nearest the k-means centroids of the teacher's
-    standardised edit residuals."""
-    return train_base(run, "clustered")
+    standardised edit residuals; `base_replicates` of them (replicate 0 is what the rank search, the lr
+    grid, the base ablation and the data curve adapt)."""
+    setup = Setup(run)
+    first = train_base(run, "clustered", setup)
+    others = {f"replicate{r}": train_base(run, "clustered", setup, r) for r in range(1, base_replicates(run.cfg))}
+    return {**first, "replicates": others}
 
 
 def base_variants(run) -> dict:
@@ -75,21 +91,23 @@ def base_variants(run) -> dict:
     return {kind: train_base(run, kind, setup) for kind in base_kinds(run.cfg)[1:]}
 
 
-def base_key(run, kind: str) -> dict:
+def base_key(run, kind: str, replicate: int = 0) -> dict:
     """What a base's training reads: its cache key. Not train.lora_lr (only the adapters use it), and of
     `concepts` only the pool it picks from (the new, search and seed lists do not touch its weights)."""
     cfg = run.cfg
     train = {k: v for k, v in dict(cfg.train).items() if k != "lora_lr"}
-    return ({k: cfg[k] for k in ("data", "teacher", "text", "model", "base")}
-            | {"pool": concept_pool(cfg), "train": train, "seed": run.seed, "kind": kind})
+    base = {k: v for k, v in dict(cfg.base).items() if k != "one_per_seed"}
+    return ({k: cfg[k] for k in ("data", "teacher", "text", "model")}
+            | {"base": base, "pool": concept_pool(cfg), "train": train, "seed": run.seed, "kind": kind}
+            | ({"replicate": replicate} if replicate else {}))
 
 
-def base_path(run, kind: str) -> Path:
-    return run.out / "checkpoints" / "bases" / f"base_{kind}_{config_hash(base_key(run, kind))}.pt"
+def base_path(run, kind: str, replicate: int = 0) -> Path:
+    return run.out / "checkpoints" / "bases" / f"base_{kind}_{config_hash(base_key(run, kind, replicate))}.pt"
 
 
-def load_base(run, setup: Setup, kind: str):
-    path = base_path(run, kind)
+def load_base(run, setup: Setup, kind: str, replicate: int = 0):
+    path = base_path(run, kind, replicate)
     if not path.is_file():
         which = "base_clustered" if kind == "clustered" else "base_variants"
         raise FileNotFoundError(f"no base model at {path}: run the `{which}` experiment first "
@@ -98,32 +116,34 @@ def load_base(run, setup: Setup, kind: str):
     return state
 
 
-def train_base(run, kind: str, setup: Setup | None = None) -> dict:
-    """One text-conditioned E²GAN on a mix of concepts (chosen by `kind`), trained from scratch."""
+def train_base(run, kind: str, setup: Setup | None = None, replicate: int = 0) -> dict:
+    """One text-conditioned E²GAN on a mix of concepts (chosen by `kind`), trained from scratch;
+    `replicate` > 0: the same concepts and data, another init and minibatch order."""
     setup = setup or Setup(run)
     cfg = run.cfg
     concepts = base_concepts(setup, kind)
     train = Pairs.concat([setup.pairs(c, "train") for c in concepts])
-    torch.manual_seed(derive_seed(run.seed, "base init"))
+    extra = (replicate,) if replicate else ()
+    torch.manual_seed(derive_seed(run.seed, "base init", *extra))
     G, D = setup.e2gan(), setup.discriminator()
-    path = base_path(run, kind)
-    fit_dir = run.out / "checkpoints" / run.experiment / kind
+    path = base_path(run, kind, replicate)
+    fit_dir = run.out / "checkpoints" / run.experiment / (f"{kind}_r{replicate}" if replicate else kind)
     if path.is_file():  # trained already under this exact config: reuse
         state = torch.load(path, map_location=setup.device, weights_only=True)
         G.load_state_dict(state["G"])
         steps, flops = int(state["steps"]), int(state["flops_per_step"])
     else:
         # checkpointed (last.ckpt every trainer.every_n_train_steps steps, keyed): a killed run resumes
-        hist = train_gan(G, D, train, cfg.base.steps, seed=derive_seed(run.seed, "base train", kind),
+        hist = train_gan(G, D, train, cfg.base.steps, seed=derive_seed(run.seed, "base train", kind, *extra),
                          out_dir=fit_dir,
-                         cache_config=base_key(run, kind), **setup.train_kwargs(lora=False))
+                         cache_config=base_key(run, kind, replicate), **setup.train_kwargs(lora=False))
         steps, flops = hist["steps"], hist["flops_per_step"]
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         torch.save({"G": G.state_dict(), "D": D.state_dict(), "concepts": concepts, "steps": steps,
                     "flops_per_step": flops}, tmp)
         tmp.replace(path)
-    setup.log_fit(f"base/{kind}", {"losses": read_losses(fit_dir / "logs" / "metrics.csv")})   # kept with the fit
+    setup.log_fit(f"base/{kind}" + (f"_r{replicate}" if replicate else ""), {"losses": read_losses(fit_dir / "logs" / "metrics.csv")})   # kept with the fit
     G.eval()
     seen = {c: eval_psnr(G, setup.pairs(c, "test")) for c in concepts}
     zero_shot = {c: eval_psnr(G, setup.pairs(c, "test")) for c in cfg.concepts.new}

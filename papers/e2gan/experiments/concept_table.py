@@ -12,7 +12,7 @@ from ..data import slug, to_images
 from ..lora import GROUP_PREFIXES
 from ..models import CRUCIAL_GROUPS
 from ..train import Pairs, predict, to_target
-from .bases import load_base
+from .bases import base_replicate, load_base
 from .finetune_runs import GRID_DIR, N_FT_JOBS
 from .scratch import read_scratch
 from .setup import (COUNTED, FT_ARMS, PAPER_METRICS, SAMPLED, SCRATCH_ARMS, Setup, ci_text, difference, evaluate,
@@ -23,7 +23,12 @@ def concept_table(run) -> dict:
     per-concept FLOP ratios with their geometric mean; one-off costs and break-even; layer changes.
     Assembles the scratch jobs (targets, scratch rows) and the fine-tuning jobs (`finetune_s*`)."""
     setup, cfg = Setup(run), run.cfg
-    base = load_base(run, setup, "clustered")
+    seeds = list(cfg.concepts.seeds)
+    replicate = {seed: base_replicate(cfg, seed) for seed in seeds}
+    bases = {r: load_base(run, setup, "clustered", r) for r in sorted(set(replicate.values()))}
+    # the base each seed adapts is the outer unit (grouped samples) when there is one per seed
+    grouping = ({"groups": [f"base{replicate[s]}" for s in seeds], "group_unit": "base"}
+                if cfg.base.one_per_seed else {})
     search = read_metrics(run, "rank_search")
     searched = search["ranks"]
     lrs = read_metrics(run, "lr_grid")
@@ -44,13 +49,13 @@ def concept_table(run) -> dict:
     rows, equal_steps = [], []
     for concept in cfg.concepts.new:
         test = setup.pairs(concept, "test")
-        floors = {"floor_identity": {**evaluate(IdentityGenerator(), test, setup),
-                                     **setup.paper_metrics(IdentityGenerator(), test, concept)},
-                  "floor_zero_shot": zero_shot_quality(setup, base, test, concept)}
+        identity = {**evaluate(IdentityGenerator(), test, setup), **setup.paper_metrics(IdentityGenerator(), test, concept)}
+        zero_shot = {r: zero_shot_quality(setup, b, test, concept) for r, b in bases.items()}
         for seed in cfg.concepts.seeds:
             sc = scratch[f"{concept}|{seed}"]
             target = sc["target_psnr"]
-            for arm, q in floors.items():  # untrained arms: the same value at every seed
+            floors = {"floor_identity": identity, "floor_zero_shot": zero_shot[replicate[seed]]}
+            for arm, q in floors.items():  # untrained arms: the same value at every seed of one base
                 rows.append({"concept": concept, "seed": seed, "arm": arm, **q, "trainable_params": 0,
                              "stored_bytes": 0, "flops_per_step": 0, "steps_run": 0,
                              "reached_to_target": q["psnr"] >= target, "steps_to_target": 0.0,
@@ -72,16 +77,16 @@ def concept_table(run) -> dict:
             equal_steps.append({"concept": concept, "seed": seed,
                                 "psnr": psnr_at(sc["e2gan_scratch"]["curve"], cfg.finetune.steps)})
     df = pd.DataFrame(rows)
-    seeds = list(cfg.concepts.seeds)
     summary = df.drop(columns=["concept", "seed", "batch_digest"]).groupby("arm", sort=False).mean(
         numeric_only=True).reset_index()
     # wall time (seconds_to_target) stays in the tables, not in checked metrics
-    arms = seed_samples(df, "arm", seeds, SAMPLED + tuple(k for k in PAPER_METRICS if k in df.columns))
+    arms = seed_samples(df, "arm", seeds, SAMPLED + tuple(k for k in PAPER_METRICS if k in df.columns),
+                        grouping.get("groups"))
     for r in summary.to_dict("records"):
         arms[r["arm"]].update({c: float(r[c]) for c in COUNTED})
     # E2GAN from scratch at the fine-tunes' step budget: its PSNR curve read at `finetune.steps`
     scratch_equal = seed_samples(pd.DataFrame(equal_steps).assign(arm="floor_scratch_equal_steps"), "arm", seeds,
-                                 ("psnr",))["floor_scratch_equal_steps"]["psnr"]
+                                 ("psnr",), grouping.get("groups"))["floor_scratch_equal_steps"]["psnr"]
     summary = pd.concat([summary, pd.DataFrame([{"arm": "floor_scratch_equal_steps", "psnr": scratch_equal["mean"],
                                                  "steps_run": cfg.finetune.steps}])], ignore_index=True)
     summary["psnr_ci90_over_seeds"] = [ci_text((scratch_equal if a == "floor_scratch_equal_steps" else arms[a]["psnr"])
@@ -92,15 +97,15 @@ def concept_table(run) -> dict:
     run.save_table(pd.DataFrame(draws), "e2gan_random_ranks")
     image_grid(run, setup)
 
-    ratios = flops_ratios(run, df, seeds)
-    layers = layer_change(run, pd.DataFrame(changes), seeds)
+    ratios = flops_ratios(run, df, seeds, grouping)
+    layers = layer_change(run, pd.DataFrame(changes), seeds, grouping)
     s, full = arms["lora_searched"], arms["full_ft"]
     # one-off costs, paid once for all concepts: the base, the rank search and the lr grid
-    base_flops = int(base["steps"]) * int(base["flops_per_step"])
+    base_flops = int(bases[0]["steps"]) * int(bases[0]["flops_per_step"])
     one_off = base_flops + int(search["train_flops"]) + int(lrs["train_flops"])
     per = df.groupby(["arm", "seed"])["flops_to_target"].mean()
     saving = {ref: [per[(ref, sd)] - per[("lora_searched", sd)] for sd in seeds] for ref in SCRATCH_ARMS}
-    break_even = {ref: sample([one_off / v if v > 0 else np.inf for v in saving[ref]], "seed")
+    break_even = {ref: sample([one_off / v if v > 0 else np.inf for v in saving[ref]], "seed", **grouping)
                   for ref in SCRATCH_ARMS}
     return {
         "arms": arms,
@@ -160,7 +165,7 @@ def zero_shot_quality(setup: Setup, base: dict, test: Pairs, concept: str) -> di
     return {**evaluate(G, test, setup), **setup.paper_metrics(G, test, concept)}
 
 
-def flops_ratios(run, df: pd.DataFrame, seeds) -> dict:
+def flops_ratios(run, df: pd.DataFrame, seeds, grouping: dict) -> dict:
     """Per (concept, seed): a scratch arm's FLOPs to the target over searched LoRA's. Per seed the
     geometric mean over concepts (one slow concept cannot dominate it); per concept a sample over seeds."""
     f = df.set_index(["arm", "concept", "seed"])["flops_to_target"]
@@ -170,8 +175,8 @@ def flops_ratios(run, df: pd.DataFrame, seeds) -> dict:
     for ref, name in (("pix2pix_scratch", "pix2pix"), ("e2gan_scratch", "scratch")):
         r = {(c, sd): f[(ref, c, sd)] / f[("lora_searched", c, sd)] for c in concepts for sd in seeds}
         out[f"flops_ratio_{name}_to_searched"] = sample([geomean([r[(c, sd)] for c in concepts]) for sd in seeds],
-                                                        "seed")
-        out[f"flops_ratio_{name}_to_searched_by_concept"] = {c: sample([r[(c, sd)] for sd in seeds], "seed")
+                                                        "seed", **grouping)
+        out[f"flops_ratio_{name}_to_searched_by_concept"] = {c: sample([r[(c, sd)] for sd in seeds], "seed", **grouping)
                                                              for c in concepts}
     for c in concepts:
         rows.append({"concept": c,
@@ -187,14 +192,14 @@ def flops_ratios(run, df: pd.DataFrame, seeds) -> dict:
     return out
 
 
-def layer_change(run, changes: pd.DataFrame, seeds) -> dict:
+def layer_change(run, changes: pd.DataFrame, seeds, grouping: dict) -> dict:
     """‖ΔW‖/‖W‖ per layer group under the full fine-tune (samples over seeds, means over concepts), and
     the mean over LoRA's crucial groups minus the frozen ResNet blocks'."""
     groups = [g for g in GROUP_PREFIXES if g in changes.columns]
     per = changes.groupby("seed")[groups].mean()
-    out = {g: sample([per.loc[sd, g] for sd in seeds], "seed") for g in groups}
+    out = {g: sample([per.loc[sd, g] for sd in seeds], "seed", **grouping) for g in groups}
     crucial = [g for g in groups if g in CRUCIAL_GROUPS]
-    gap = sample([per.loc[sd, crucial].mean() - per.loc[sd, "rb"] for sd in seeds], "seed")
+    gap = sample([per.loc[sd, crucial].mean() - per.loc[sd, "rb"] for sd in seeds], "seed", **grouping)
     rows = [{"group": g, "lora_target": g in CRUCIAL_GROUPS, "rel_change": ci_text(out[g]["values"])} for g in groups]
     run.save_table(pd.DataFrame(rows), "e2gan_layer_change")
     return {"groups": out, "crucial_minus_rb": gap}

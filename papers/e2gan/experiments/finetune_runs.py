@@ -9,7 +9,7 @@ from ..data import slug
 from ..lora import adapter_state
 from ..train import predict
 from .arms import arm_ranks, finetune, random_ranks, relative_change
-from .bases import load_base
+from .bases import base_replicate, load_base
 from .setup import FT_ARMS, Setup, evaluate, job_seeds, read_metrics
 
 N_FT_JOBS = 3   # the fine-tuning arms run as one job per seed index (rules.smk), beside the scratch jobs
@@ -27,7 +27,7 @@ def finetune_seed(index: int, run) -> dict:
     setup, cfg = Setup(run), run.cfg
     seeds = list(cfg.concepts.seeds)
     mine = job_seeds(cfg, index, N_FT_JOBS)
-    base = load_base(run, setup, "clustered")
+    bases = {seed: load_base(run, setup, "clustered", base_replicate(cfg, seed)) for seed in mine}
     searched = read_metrics(run, "rank_search")["ranks"]
     lrs = read_metrics(run, "lr_grid")["chosen"]
     adapters = run.out.joinpath("checkpoints", *ADAPTER_DIR)
@@ -36,6 +36,7 @@ def finetune_seed(index: int, run) -> dict:
     for concept in cfg.concepts.new:
         train, test = setup.pairs(concept, "train"), setup.pairs(concept, "test")
         for seed in mine:
+            base = bases[seed]
             for arm in FT_ARMS:
                 ranks = arm_ranks(setup, arm, seed, concept, searched)
                 if arm == "lora_random":

@@ -230,10 +230,12 @@ def edit_net(setup: "Setup") -> EditFeatures:
                            derive_seed(setup.seed, "fd net"))
 
 
-def seed_samples(df: pd.DataFrame, by: str, seeds, columns) -> dict:
-    """{group: {column: sample over `seeds`}}: value i is seed i's mean over the group's rows (concepts)."""
+def seed_samples(df: pd.DataFrame, by: str, seeds, columns, bases=None) -> dict:
+    """{group: {column: sample over `seeds`}}: value i is seed i's mean over the group's rows (concepts).
+    bases: the base each seed's value rests on (a grouped sample, group unit "base"), or None."""
     per_seed = df.groupby([by, "seed"], sort=False)[list(columns)].mean()
-    return {group: {c: sample([per_seed.loc[(group, s), c] for s in seeds], "seed") for c in columns}
+    grouping = {} if bases is None else {"groups": list(bases), "group_unit": "base"}
+    return {group: {c: sample([per_seed.loc[(group, s), c] for s in seeds], "seed", **grouping) for c in columns}
             for group in df[by].unique()}
 
 
