@@ -14,6 +14,7 @@ from shared.seeding import derive_seed
 
 from .data import slug, to_images, to_tensor
 from .experiments import Setup, load_base
+from .experiments.arms import lora_alpha
 from .lora import add_lora, load_adapter
 
 CONFIG = Path(__file__).with_name("config.yaml")
@@ -45,7 +46,7 @@ class Explorer:
                          if (adapters / f"{slug(c)}.safetensors").is_file()}
         self.G = self.setup.e2gan()
         self.G.load_state_dict(base["G"])
-        add_lora(self.G, self.ranks, cfg.lora.alpha_per_rank)
+        add_lora(self.G, self.ranks, lora_alpha(cfg))
         self.G.eval()
         self.prompts = list(cfg.concepts.new) + list(self.setup.teacher.prompts() if hasattr(self.setup.teacher, "prompts") else [])
         self.prompts = list(dict.fromkeys(self.prompts))

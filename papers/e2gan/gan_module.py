@@ -22,6 +22,31 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 
+def d_loss(D: nn.Module, x, y, fake) -> torch.Tensor:
+    """LSGAN discriminator loss on the real pair (x, y) and the detached fake."""
+    return 0.5 * ((D(x, y) - 1).pow(2).mean() + D(x, fake.detach()).pow(2).mean())
+
+
+def g_loss(D: nn.Module, x, y, fake, lambda_l1: float) -> torch.Tensor:
+    """LSGAN generator loss plus λ·L1 to the teacher's output."""
+    return (D(x, fake) - 1).pow(2).mean() + lambda_l1 * (fake - y).abs().mean()
+
+
+def count_step_flops(G: nn.Module, D: nn.Module, batch, lambda_l1: float = 100.0) -> int:
+    """FLOPs of one GAN iteration as `GanModule` counts them (G and D, forward and backward, D's step
+    before G's; frozen weights get no weight gradients), without training: the gradients are dropped."""
+    x, y, t, m = batch
+    with FlopCounterMode(display=False) as counter:
+        fake = G(x, t, m)
+        d_loss(D, x, y, fake).backward()
+        D.requires_grad_(False)
+        g_loss(D, x, y, fake, lambda_l1).backward()
+        D.requires_grad_(True)
+    G.zero_grad(set_to_none=True)
+    D.zero_grad(set_to_none=True)
+    return int(counter.get_total_flops())
+
+
 class GanModule(L.LightningModule):
     def __init__(self, G: nn.Module, D: nn.Module, *, lr: float, lr_d: float, beta1: float, lambda_l1: float,
                  max_steps: int, evaluate=None, eval_every: int = 0, patience: int = 0, min_delta: float = 0.0,
@@ -62,12 +87,12 @@ class GanModule(L.LightningModule):
         if counter is not None:
             counter.__enter__()
         fake = self.G(x, t, m)
-        loss_d = 0.5 * ((self.D(x, y) - 1).pow(2).mean() + self.D(x, fake.detach()).pow(2).mean())
+        loss_d = d_loss(self.D, x, y, fake)
         opt_d.optimizer.zero_grad(set_to_none=True)
         self.manual_backward(loss_d)
         opt_d.optimizer.step()   # unwrapped: only G's step advances global_step
         self.D.requires_grad_(False)   # G step: no weight gradients for D
-        loss_g = (self.D(x, fake) - 1).pow(2).mean() + self.lambda_l1 * (fake - y).abs().mean()
+        loss_g = g_loss(self.D, x, y, fake, self.lambda_l1)
         opt_g.zero_grad(set_to_none=True)
         self.manual_backward(loss_g)
         opt_g.step()

@@ -8,7 +8,11 @@
   output padding; B a 1×1 conv(r→C_out). Merged: W′[i, o] = W[i, o] + (α/r) Σ_r A[i, r] B[o, r].
 
 Ranks are given per layer group (`down`, `ds`, `tb`, `us`, `up`, and `rb` for "LoRA on all
-layers"). α = r by default (scale 1). What is stored per concept is the adapter only, in fp16.
+layers"). Each layer takes min(its group's rank, its useful rank): ΔW = B·A, seen as a matrix
+C_out × (C_in·k²) (a transposed conv: (C_in·k²) × C_out), has rank ≤ min(C_out, C_in·k²), so a larger
+rank only adds parameters and FLOPs (`useful_rank`). α is fixed (the scale α/r falls as r grows, so a
+higher rank is not a larger step), or α = r (scale 1) with `alpha=None`. What is stored per concept is
+the adapter only, in fp16.
 """
 from __future__ import annotations
 
@@ -30,6 +34,28 @@ def layer_groups(model: nn.Module, groups) -> dict[str, str]:
         for g in groups:
             if any(name == p or name.startswith(p) for p in GROUP_PREFIXES[g] if p.endswith(".")) or name in GROUP_PREFIXES[g]:
                 out[name] = g
+    return out
+
+
+def useful_rank(module: nn.Module) -> int:
+    """The largest rank a LoRA update of this layer can have: min(C_out, C_in·k²) for a conv or a
+    transposed conv (A carries the k×k kernel, B is 1×1), min(in, out) for a linear layer."""
+    if isinstance(module, nn.Linear):
+        return min(module.in_features, module.out_features)
+    k = module.kernel_size[0] * module.kernel_size[1]
+    return min(module.out_channels, module.in_channels // module.groups * k)
+
+
+def layer_ranks(model: nn.Module, ranks: dict[str, int]) -> dict[str, dict]:
+    """{layer: {group, rank, cap, params_per_rank}} for every layer the group ranks put LoRA on; `rank` is
+    min(group rank, cap). params_per_rank: A's and B's weights at rank 1 (C_in·k² + C_out, or in + out)."""
+    out = {}
+    for name, g in layer_groups(model, [g for g, r in ranks.items() if r > 0]).items():
+        m = model.get_submodule(name)
+        cap = useful_rank(m)
+        per = (m.in_features + m.out_features if isinstance(m, nn.Linear)
+               else m.in_channels // m.groups * m.kernel_size[0] * m.kernel_size[1] + m.out_channels)
+        out[name] = {"group": g, "rank": min(int(ranks[g]), cap), "cap": cap, "params_per_rank": per}
     return out
 
 
@@ -63,22 +89,24 @@ def _set_module(model: nn.Module, name: str, module: nn.Module) -> None:
     setattr(model.get_submodule(parent) if parent else model, child, module)
 
 
-def add_lora(model: nn.Module, ranks: dict[str, int], alpha_per_rank: float = 1.0) -> nn.Module:
-    """Put LoRA on every layer of each group in `ranks` ({group: rank}); freeze everything else."""
+def add_lora(model: nn.Module, ranks: dict[str, int], alpha: float | None = None) -> nn.Module:
+    """Put LoRA on every layer of each group in `ranks` ({group: rank}), each layer at min(rank, its
+    useful rank); freeze everything else. alpha: a fixed α (scale α/r); None: α = r (scale 1)."""
     from peft import LoraConfig, inject_adapter_in_model
 
-    targets = layer_groups(model, [g for g, r in ranks.items() if r > 0])
-    peft_names = [n for n in targets if not isinstance(model.get_submodule(n), nn.ConvTranspose2d)]
+    layers = layer_ranks(model, ranks)
+    rank_of = {n: info["rank"] for n, info in layers.items()}
+    alpha_of = {n: float(r if alpha is None else alpha) for n, r in rank_of.items()}
+    peft_names = [n for n in layers if not isinstance(model.get_submodule(n), nn.ConvTranspose2d)]
     if peft_names:
-        rank_of = {n: ranks[targets[n]] for n in peft_names}
         cfg = LoraConfig(r=1, lora_alpha=1, target_modules=peft_names, lora_dropout=0.0,
-                         rank_pattern={n.replace(".", r"\."): r for n, r in rank_of.items()},
-                         alpha_pattern={n.replace(".", r"\."): alpha_per_rank * r for n, r in rank_of.items()})
+                         rank_pattern={n.replace(".", r"\."): rank_of[n] for n in peft_names},
+                         alpha_pattern={n.replace(".", r"\."): alpha_of[n] for n in peft_names})
         inject_adapter_in_model(cfg, model)
-    for name, g in targets.items():
+    for name in layers:
         module = model.get_submodule(name)
         if isinstance(module, nn.ConvTranspose2d):
-            _set_module(model, name, LoRAConvTranspose2d(module, ranks[g], alpha_per_rank * ranks[g]))
+            _set_module(model, name, LoRAConvTranspose2d(module, rank_of[name], alpha_of[name]))
     for name, p in model.named_parameters():
         p.requires_grad_("lora_" in name)
     return model

@@ -1,9 +1,10 @@
-"""Random LoRA ranks matched in parameter count to a given (searched) rank assignment.
+"""Rank assignments: each layer's useful rank, parameter counts, and random ranks matched in size.
 
-LoRA adds r·(C_in·k² + C_out) parameters to a layer (A and B, no bias), so a group's adapter size is
-linear in its rank: params(ranks) = Σ_g ranks[g]·c_g with c_g the group's size at rank 1. The random
-arm draws uniformly among the rank assignments (each group r₀ × one of `mults`) whose count is within
-`tolerance` of the target, excluding the target assignment itself.
+A layer's LoRA at rank r has r·(C_in·k² + C_out) parameters (A and B, no bias), and a rank above its
+useful rank (`lora.useful_rank`) is cut to it, so a group rank r costs Σ_layers min(r, cap_l)·c_l.
+The random arm draws uniformly among the distinct rank assignments (each group r₀ × one of `mults`, cut
+to the group's largest cap) whose count is within `tolerance` of the target, excluding the target
+assignment itself.
 """
 from __future__ import annotations
 
@@ -12,27 +13,38 @@ import itertools
 import numpy as np
 
 
-def group_costs(count, groups) -> dict[str, int]:
-    """{group: LoRA parameters at rank 1}; `count(ranks)` counts a model's LoRA parameters."""
-    return {g: int(count({g: 1})) for g in groups}
+def rank_params(ranks: dict, layers: dict) -> int:
+    """LoRA parameters of group `ranks`; `layers`: `lora.layer_ranks(model, {group: 1, ...})`."""
+    return int(sum(min(int(ranks.get(i["group"], 0)), i["cap"]) * i["params_per_rank"] for i in layers.values()))
 
 
-def rank_params(ranks: dict, costs: dict) -> int:
-    return int(sum(r * costs[g] for g, r in ranks.items()))
+def group_caps(layers: dict) -> dict[str, int]:
+    """{group: its largest layer cap}: a group rank above it changes nothing."""
+    caps: dict[str, int] = {}
+    for i in layers.values():
+        caps[i["group"]] = max(caps.get(i["group"], 0), i["cap"])
+    return caps
 
 
-def matched_random_ranks(costs: dict, target: dict, base_rank: int, mults, tolerance: float,
+def cut_to_caps(ranks: dict, caps: dict) -> dict:
+    return {g: min(int(r), caps.get(g, int(r))) for g, r in ranks.items()}
+
+
+def matched_random_ranks(layers: dict, target: dict, base_rank: int, mults, tolerance: float,
                          rng: np.random.Generator) -> tuple[dict, bool]:
     """(ranks, matched): a uniform draw among assignments within ±tolerance of `target`'s parameter
     count; if none exists, the nearest one (matched False)."""
+    caps = group_caps(layers)
     groups = list(target)
-    goal = rank_params(target, costs)
+    goal = rank_params(target, layers)
     options = sorted({max(1, int(round(base_rank * m))) for m in mults})
-    cands = [dict(zip(groups, combo)) for combo in itertools.product(options, repeat=len(groups))]
-    cands = [c for c in cands if c != dict(target)]
+    cands = {tuple(cut_to_caps(dict(zip(groups, combo)), caps).values())
+             for combo in itertools.product(options, repeat=len(groups))}
+    own = tuple(cut_to_caps(dict(target), caps).values())
+    cands = [dict(zip(groups, c)) for c in sorted(cands) if c != own]
     if not cands:  # no other assignment exists
         return dict(target), False
-    gaps = np.array([abs(rank_params(c, costs) - goal) / goal for c in cands])
+    gaps = np.array([abs(rank_params(c, layers) - goal) / goal for c in cands])
     ok = np.flatnonzero(gaps <= tolerance)
     if len(ok):
         return cands[int(rng.choice(ok))], True

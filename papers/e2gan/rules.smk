@@ -12,6 +12,7 @@ PAPER_TARGETS.extend(prov(
     f"{X}/tables/e2gan_concept_table.md", f"{X}/tables/e2gan_concept_runs.md", f"{X}/figures/e2gan_image_grid.png",
     f"{X}/tables/e2gan_flops_ratios.md", f"{X}/tables/e2gan_layer_change.md", f"{X}/tables/e2gan_random_ranks.md",
     f"{X}/tables/e2gan_lr_grid.md", f"{X}/tables/e2gan_lr_grid_scratch.md",
+    f"{X}/tables/e2gan_rank_search.md", f"{X}/tables/e2gan_rank_search_probes.md",
     f"{X}/tables/e2gan_base_ablation.md", f"{X}/tables/e2gan_base_ablation_runs.md",
     f"{X}/figures/e2gan_data_size.png", f"{X}/tables/e2gan_data_size.md", f"{X}/tables/e2gan_latency.md"))
 
@@ -103,7 +104,10 @@ rule e2gan_finetune:
 
 rule e2gan_rank_search:
     input: paper_config("e2gan"), f"{X}/metrics/base_clustered.json"
-    output: prov(f"{X}/metrics/rank_search.json", f"{X}/logs/rank_search.csv")
+    output:
+        prov(f"{X}/metrics/rank_search.json", f"{X}/logs/rank_search.csv", f"{X}/tables/e2gan_rank_search.csv",
+             f"{X}/tables/e2gan_rank_search.md", f"{X}/tables/e2gan_rank_search_probes.csv",
+             f"{X}/tables/e2gan_rank_search_probes.md")
     priority: 339
     benchmark: bench("e2gan_rank_search")
     threads: 1

@@ -2,12 +2,12 @@
 
 The `meta` device stands in for CUDA: a model there fails on any input left on the CPU, as a CUDA model
 would, and needs no GPU."""
+from importlib import import_module
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from papers.e2gan import experiments
 from papers.e2gan.experiments import Setup, forward_seconds, latency_table, synchronize
 from papers.e2gan.explore import student_forward
 from papers.e2gan.models import E2GANGenerator
@@ -15,6 +15,7 @@ from papers.e2gan.text import HashedTextEncoder
 from shared.config import load_config
 from shared.experiment import Run
 
+latency_module = import_module("papers.e2gan.experiments.latency_table")   # the file, not its function
 CONFIG = Path(__file__).resolve().parents[2] / "papers" / "e2gan" / "config.yaml"
 
 
@@ -61,7 +62,7 @@ def test_cuda_timing_is_synchronized(monkeypatch):
 
     # forward_seconds synchronizes before and after each timed forward on the input's device
     seen = []
-    monkeypatch.setattr(experiments, "synchronize", lambda device: seen.append(device.type))
+    monkeypatch.setattr(latency_module, "synchronize", lambda device: seen.append(device.type))
     G = E2GANGenerator(ngf=4, text_dim=8, heads=2).eval()
     tokens, mask = HashedTextEncoder(dim=8, max_tokens=4).encode(["sepia"])
     times = forward_seconds(G, torch.zeros(1, 3, 16, 16), tokens, mask, repeats=3)

@@ -79,3 +79,45 @@ def test_adapter_is_stored_in_fp16_and_small():
     assert all(t.dtype == torch.float16 for t in state.values())
     assert state_bytes(state) == 2 * sum(t.numel() for t in state.values())
     assert state_bytes(state) < full / 4
+
+
+def test_ranks_are_cut_to_each_layers_useful_rank():
+    """min(C_out, C_in·k²) (a linear layer: min(in, out)); a group rank above it adds nothing."""
+    from papers.e2gan.lora import layer_ranks, lora_param_count, useful_rank
+    from papers.e2gan.ranks import rank_params
+
+    G = E2GANGenerator(ngf=8, text_dim=64, heads=4)
+    assert useful_rank(G.up.head) == 3 and useful_rank(G.up.up2) == 8 and useful_rank(G.up.up1) == 16
+    assert useful_rank(G.down.stem) == 8 and useful_rank(G.tb.ff1) == 32 and useful_rank(G.ds) == 32
+    add_lora(G, {"up": 16})
+    assert G.up.head.lora_A["default"].out_channels == 3 and G.up.up2.r == 8 and G.up.up1.r == 16
+    layers = layer_ranks(E2GANGenerator(ngf=8, text_dim=64, heads=4), {g: 1 for g in CRUCIAL_GROUPS})
+    for ranks in ({"up": 16}, {"up": 64}, {"down": 2, "ds": 40, "tb": 4, "us": 2, "up": 8}):
+        assert rank_params(ranks, layers) == lora_param_count(add_lora(E2GANGenerator(8, 64, 4), ranks))
+    assert rank_params({"up": 64}, layers) == rank_params({"up": 16}, layers)
+
+
+@pytest.mark.parametrize("alpha", [None, 2.0])
+def test_alpha_fixed_or_equal_to_the_rank(alpha):
+    """Fixed α: the scale α/r falls as r grows; α = r (None): scale 1 at every rank."""
+    for r in (2, 8):
+        G = add_lora(E2GANGenerator(ngf=8, text_dim=64, heads=4), {"ds": r, "us": r}, alpha)
+        want = 1.0 if alpha is None else alpha / r
+        assert G.ds.scaling["default"] == pytest.approx(want) and G.us.scaling == pytest.approx(want)
+
+
+def test_counted_step_flops_match_training():
+    """`count_step_flops` (the rank search's budget) counts what a training step counts, with or without LoRA."""
+    from papers.e2gan.gan_module import count_step_flops
+    from papers.e2gan.models import PatchDiscriminator
+    from papers.e2gan.train import Pairs, train_gan
+
+    torch.manual_seed(0)
+    x = torch.rand(4, 3, 16, 16) * 2 - 1
+    pairs = Pairs(x, -x, torch.randn(1, 3, 8), torch.ones(1, 3, dtype=torch.bool), torch.zeros(4, dtype=torch.long))
+    for ranks in (None, {"up": 4, "tb": 2}):
+        G, D = E2GANGenerator(4, 8, 2), PatchDiscriminator(8)
+        if ranks:
+            add_lora(G, ranks)
+        counted = count_step_flops(G, D, pairs.batch(torch.arange(4)))
+        assert counted == train_gan(G, D, pairs, 1, seed=0, batch_size=4)["flops_per_step"] > 0

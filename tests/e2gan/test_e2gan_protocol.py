@@ -10,7 +10,7 @@ import torch
 from papers.e2gan.experiments import (Setup, arm_ranks, count_lora_params, finetune, geomean, relative_change,
                                       subset_steps)
 from papers.e2gan.models import CRUCIAL_GROUPS, E2GANGenerator, PatchDiscriminator
-from papers.e2gan.ranks import group_costs, matched_random_ranks, rank_params
+from papers.e2gan.ranks import group_caps, matched_random_ranks, rank_params
 from papers.e2gan.train import Pairs, to_target, train_gan
 from shared.config import load_config
 from shared.experiment import Run
@@ -79,17 +79,21 @@ def test_all_arms_of_one_concept_share_minibatches(tmp_path):
 
 def test_random_ranks_match_the_searched_size(tmp_path):
     setup = smoke_setup(tmp_path)
-    costs = group_costs(lambda r: count_lora_params(setup, r), CRUCIAL_GROUPS)
+    from papers.e2gan.experiments.arms import lora_layers
+
+    layers = {n: i for n, i in lora_layers(setup).items() if i["group"] in CRUCIAL_GROUPS}
+    caps = group_caps(layers)
     searched = {"down": 2, "ds": 8, "tb": 2, "us": 4, "up": 2}
-    assert rank_params(searched, costs) == count_lora_params(setup, searched)  # linear in rank per group
-    goal = rank_params(searched, costs)
+    assert rank_params(searched, layers) == count_lora_params(setup, searched)   # ranks cut to each layer's cap
+    goal = rank_params(searched, layers)
     draws = set()
     for seed in range(8):
-        ranks, ok = matched_random_ranks(costs, searched, 2, [0.5, 1, 2, 4, 8], 0.1, np.random.default_rng(seed))
-        assert ok and ranks != searched and abs(rank_params(ranks, costs) - goal) <= 0.1 * goal
+        ranks, ok = matched_random_ranks(layers, searched, 2, [0.5, 1, 2, 4, 8], 0.1, np.random.default_rng(seed))
+        assert ok and ranks != searched and abs(rank_params(ranks, layers) - goal) <= 0.1 * goal
+        assert all(ranks[g] <= caps[g] for g in ranks)   # never a rank above the group's useful rank
         draws.add(tuple(ranks.values()))
     assert len(draws) >= 5
-    ranks, ok = matched_random_ranks(costs, {g: 2 for g in CRUCIAL_GROUPS}, 2, [1], 0.1, np.random.default_rng(0))
+    ranks, ok = matched_random_ranks(layers, {g: 2 for g in CRUCIAL_GROUPS}, 2, [1], 0.1, np.random.default_rng(0))
     assert not ok  # the only option is the target itself: flagged unmatched
 
 

@@ -1,4 +1,5 @@
-"""Rank search on a toy budget is deterministic; base concepts come from k-means over prompts."""
+"""Rank search on a toy budget is deterministic, stays within each layer's useful rank and the FLOP
+budget; base concepts come from k-means over prompts."""
 from pathlib import Path
 
 import torch
@@ -21,14 +22,39 @@ def test_rank_search_is_deterministic(tmp_path):
     torch.manual_seed(0)
     G, D = setup.e2gan(), setup.discriminator()
     base = {"G": G.state_dict(), "D": D.state_dict()}
-    sets = [(setup.pairs("blue pencil sketch", "train"), setup.pairs("blue pencil sketch", "test"))]
-    search = Config.wrap({"steps": 2, "rounds": 2, "multipliers": [2], "min_gain_db": -1e9, "max_rank": 8})
-    a = search_ranks(setup, base, sets, search, 1, seed=0, fd_dims=3)
-    b = search_ranks(setup, base, sets, search, 1, seed=0, fd_dims=3)
+    sets = [(setup.pairs("blue pencil sketch", "train"), setup.pairs("blue pencil sketch", "test"), "blue pencil sketch")]
+    search = Config.wrap({"steps": 2, "rounds": 2, "multipliers": [2], "min_gain_db": -1e9, "max_flops_ratio": 10.0})
+    a = search_ranks(setup, base, sets, search, 1, seeds=[0])
+    b = search_ranks(setup, base, sets, search, 1, seeds=[0])
     assert a == b
-    assert a["n_probes"] == 1 + 5 + 5  # the start, then one x2 probe per group in each of two rounds
+    assert a["n_probes"] == a["n_trained"] == 1 + 5 + 5  # the start, then one x2 probe per group in each of two rounds
     # min_gain -inf: each round accepts one x2 step (possibly on the same group twice)
     assert int(torch.tensor(list(a["ranks"].values())).prod()) == 4
+    assert all(r["rank"] <= r["cap"] for r in a["per_layer"])
+
+
+def test_rank_search_skips_capped_and_over_budget_candidates(tmp_path):
+    """At its useful rank a group is not probed again; a candidate dearer per step than the full
+    fine-tune x max_flops_ratio is never trained, and the kept ranks stay within the budget."""
+    run = smoke_run(tmp_path)
+    setup = Setup(run)
+    torch.manual_seed(0)
+    G, D = setup.e2gan(), setup.discriminator()
+    base = {"G": G.state_dict(), "D": D.state_dict()}
+    sets = [(setup.pairs("blue pencil sketch", "train"), setup.pairs("blue pencil sketch", "test"), "blue pencil sketch")]
+    caps = search_ranks(setup, base, sets, Config.wrap({"steps": 1, "rounds": 0, "multipliers": [2], "min_gain_db": 0.0,
+                                                        "max_flops_ratio": 10.0}), 1, seeds=[0])["caps"]
+    # start every group at its cap: every candidate is cut back to the current ranks
+    at_cap = search_ranks(setup, base, sets, Config.wrap({"steps": 1, "rounds": 1, "multipliers": [2], "min_gain_db": -1e9,
+                                                          "max_flops_ratio": 10.0}), max(caps.values()), seeds=[0])
+    assert [h["skipped"] for h in at_cap["history"][1:]] == ["at_cap"] * 5 and at_cap["n_trained"] == 1
+    # a budget below the starting ranks' own cost: nothing beyond the start is trained
+    tight = search_ranks(setup, base, sets, Config.wrap({"steps": 1, "rounds": 1, "multipliers": [2], "min_gain_db": -1e9,
+                                                         "max_flops_ratio": 0.5}), 1, seeds=[0])
+    assert {h["skipped"] for h in tight["history"][1:]} == {"over_flops_budget"} and tight["n_trained"] == 1
+    free = search_ranks(setup, base, sets, Config.wrap({"steps": 1, "rounds": 1, "multipliers": [2], "min_gain_db": -1e9,
+                                                        "max_flops_ratio": 10.0}), 1, seeds=[0])
+    assert free["flops_per_step"] > free["history"][0]["flops_per_step"]   # one group doubled: dearer per step
 
 
 def test_base_concepts(tmp_path):
@@ -38,3 +64,19 @@ def test_base_concepts(tmp_path):
     assert base_concepts(setup, "clustered") == clustered
     assert len(base_concepts(setup, "single")) == 1
     assert set(base_concepts(setup, "family")) <= set(__import__("papers.e2gan.teacher", fromlist=["x"]).families()["texture"])
+
+
+def test_one_clustered_base_per_seed(tmp_path):
+    """`base.one_per_seed`: the i-th fine-tuning seed adapts base replicate i (its own cache key, so its own
+    weights); replicate 0 keeps the single base's key; switched off, every seed adapts replicate 0."""
+    from papers.e2gan.experiments.bases import base_key, base_path, base_replicate, base_replicates
+
+    cfg = load_config(CONFIG, "smoke", ["concepts.seeds=[0, 1, 2]"])
+    run = Run("e2gan", "test", cfg, tmp_path)
+    assert base_replicates(cfg) == 3 and [base_replicate(cfg, s) for s in (0, 1, 2)] == [0, 1, 2]
+    assert base_key(run, "clustered", 0) == base_key(run, "clustered") and "replicate" not in base_key(run, "clustered")
+    assert len({base_path(run, "clustered", r) for r in range(3)}) == 3
+    off = load_config(CONFIG, "smoke", ["concepts.seeds=[0, 1, 2]", "base.one_per_seed=false"])
+    assert base_replicates(off) == 1 and {base_replicate(off, s) for s in (0, 1, 2)} == {0}
+    # the switch itself is not part of any base's key: turning it on does not retrain replicate 0
+    assert base_path(Run("e2gan", "test", off, tmp_path), "clustered") == base_path(run, "clustered")

@@ -4,7 +4,7 @@ import math
 import pandas as pd
 import pytest
 
-from papers.e2gan.experiments import difference, ratio, seed_samples
+from papers.e2gan.experiments.setup import difference, ratio, seed_samples
 from shared.claims import gather
 
 
@@ -40,3 +40,12 @@ def test_differences_and_ratios_pair_by_seed():
 def test_seed_samples_need_every_seed():
     with pytest.raises(KeyError):
         seed_samples(runs(), "arm", [2, 7, 9], ("psnr",))
+
+
+def test_seed_samples_grouped_by_base():
+    """One base per seed: every sample names the base it rests on, and a gap keeps the grouping."""
+    arms = seed_samples(runs(), "arm", [2, 7], ("psnr",), bases=["base0", "base1"])
+    s, r = arms["lora_searched"]["psnr"], arms["lora_1x"]["psnr"]
+    assert s["groups"] == ["base0", "base1"] and s["group_unit"] == "base"
+    gap = difference(s, r)
+    assert gap["groups"] == ["base0", "base1"] and gap["values"] == pytest.approx([0.5, 0.5])

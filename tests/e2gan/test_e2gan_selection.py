@@ -97,7 +97,7 @@ def test_base_cache_key_ignores_the_adapters_lr_but_not_the_base_lr(tmp_path):
     import copy
     from types import SimpleNamespace
 
-    from papers.e2gan.experiments import base_path
+    from papers.e2gan.experiments.bases import base_path
     from shared.config import load_config
 
     cfg = load_config("papers/e2gan/config.yaml", "smoke")
