@@ -27,6 +27,7 @@ def static_knob(run) -> dict:
     if cfg.data.source != "procedural" or cfg.data.appearance != "intensity":
         reason = KNOB_PROCEDURAL_ONLY + "; the readers decode the intensity world"
         run.save_table(pd.DataFrame([{"static_knob": "not run", "reason": reason}]), "static_knob")
+        run.save_figure(_not_run_figure(reason), "static_knob")
         return {"skipped": True, "reason": reason}
     points = knob_points(cfg)
     top1 = {}   # arm -> one sample per point
@@ -60,4 +61,13 @@ def _figure(points, top1):
     ax.axhline(25.0, color="grey", lw=0.8, ls=":")
     ax.legend(fontsize=7)
     fig.tight_layout()
+    return fig
+
+
+def _not_run_figure(reason: str):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 1.2))
+    ax.axis("off")
+    ax.text(0.5, 0.5, f"static-context knob not run: {reason}", ha="center", va="center", fontsize=7, wrap=True)
     return fig
