@@ -156,8 +156,8 @@ def make_clips(n: int, seed: int, *, frames: int = 16, size: int = 32, speed: fl
     appearance: what the class is (intensity level or identity of the moving digit);
     flicker > 0: brightness × (1 + flicker·sin(·)) per frame; rest: fraction of 4-frame windows in
     which the moving digit rests; static_share: the static-context knob (module docstring; the
-    class splits into the background's orientation and the moving digit's level); `label` / `motion` force every clip's class / motion pattern (for
-    the notebook's explorer)."""
+    class splits into the background's orientation and the moving digit's level); `label` /
+    `motion` force every clip's class / motion pattern (for the notebook's explorer)."""
     unknown = sorted(set(loader_keys) - set(LOADER_KEYS))
     if unknown:
         raise TypeError(f"make_clips got unknown keys {unknown}; clip keys are frames, size, speed, noise, "

@@ -11,7 +11,8 @@ from shared.io import read_json
 from shared.samples import gap, knob, sample
 
 from ..readers import reader_accuracy
-from .common import KNOB_FINETUNE_ARMS, KNOB_PROCEDURAL_ONLY, at_point, dataset, mean_ci, point_dir, knob_points, seeds_of
+from .common import (KNOB_FINETUNE_ARMS, KNOB_PROCEDURAL_ONLY, at_point, dataset, knob_points, mean_ci, point_dir,
+                     seeds_of)
 
 READERS = {"motion_gated": True, "motion_blind": False}
 KNOB_GAPS = {"everest_minus_videomae": ("everest", "videomae"),          # the paper's headline, along the knob
