@@ -13,6 +13,15 @@ and kept as `Clips.motion`. The keep mask of motion-score selection follows the 
 should say nothing about the class (`leak.py` checks this with a linear probe), while it does say the
 direction.
 
+**The static-context knob** (`static_share` s, the share of the class's information that static
+content carries): the class c of k = 4 splits into a scene part a = c // D, shown by the static
+background, and a motion part d = c mod D, shown by the moving digit, with S = k^s scene values and
+D = k/S motion values (s = 0, 0.5, 1: S = 1, 2, 4). The scene is the background texture's
+orientation (a·π/S: stripes of filtered noise); the moving digit's intensity level is
+d·(k/D) + u with u uniform in [0, k/D), so it carries log₂ D bits and no more. s = 0 is the world
+above, clip for clip (the knob's own draws come from a second stream per clip); at s = 1 the class
+lives in the static background only and the moving digit's appearance is class-free.
+
 Options: static stretches (`rest`: the moving digit rests during that fraction of the clip's 4-frame
 windows, for information-intensive frame selection), a global camera pan (background and distractor
 shift, the digit keeps its image motion, so every token moves) and flicker (global brightness
@@ -26,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy.ndimage import gaussian_filter
+from scipy.ndimage import convolve, gaussian_filter
 
 EXTRA_PATTERNS = ("circle", "bounce", "stopgo")
 INTENSITY_LEVELS = (0.4, 0.6, 0.8, 1.0)   # peak brightness of a digit, one per class (appearance="intensity")
@@ -74,6 +83,27 @@ def num_motions(patterns: list[str] | tuple[str, ...]) -> int:
     return 8 + sum(p in patterns for p in EXTRA_PATTERNS)
 
 
+def class_split(k: int, static_share: float) -> tuple[int, int]:
+    """(S, D): scene values S = k^s carried by the static background and motion values D = k / S
+    carried by the moving digit, for k classes and static share s (S must divide k)."""
+    scenes = round(k ** static_share)
+    if not 0.0 <= static_share <= 1.0 or abs(k ** static_share - scenes) > 1e-6 or k % scenes:
+        raise ValueError(f"static_share={static_share} with {k} classes: k**static_share must be a whole divisor "
+                         f"of k (for 4 classes: 0, 0.5 or 1)")
+    return scenes, k // scenes
+
+
+def oriented_texture(noise: np.ndarray, angle: float, along: float = 4.0, across: float = 0.8) -> np.ndarray:
+    """White `noise` filtered by a Gaussian elongated along direction `angle` (radians from the x axis):
+    stripes at that orientation (std `along` pixels along them, `across` across)."""
+    r = int(math.ceil(3 * along))
+    y, x = np.mgrid[-r:r + 1, -r:r + 1].astype(np.float32)
+    u = x * math.cos(angle) - y * math.sin(angle)          # along the stripes (y points down)
+    v = x * math.sin(angle) + y * math.cos(angle)
+    kernel = np.exp(-0.5 * ((u / along) ** 2 + (v / across) ** 2))
+    return convolve(noise, kernel / kernel.sum(), mode="wrap")
+
+
 def motion_clock(frames: int, rest: float, rng: np.random.Generator) -> np.ndarray:
     """Motion time c(f) per frame: how many frame steps the digit has moved by frame f. With
     rest > 0, the digit rests during round(rest·W) randomly chosen 4-frame windows (at least one
@@ -118,21 +148,23 @@ def _trajectory(motion: int, clock: np.ndarray, frames: int, room: int, speed: f
 def make_clips(n: int, seed: int, *, frames: int = 16, size: int = 32, speed: float = 1.5,
                noise: float = 0.02, patterns: list[str] | tuple[str, ...] = ("directions",),
                appearance: str = "intensity", pan_speed: float = 0.0, flicker: float = 0.0, rest: float = 0.0,
-               background: float = 0.35, label: int | None = None, motion: int | None = None,
-               **loader_keys) -> Clips:
+               static_share: float = 0.0, background: float = 0.35, label: int | None = None,
+               motion: int | None = None, **loader_keys) -> Clips:
     """`n` seeded clips; the keyword arguments are the `data` config section (loader keys ignored).
 
     pan_speed > 0: a global camera pan of that many pixels per frame in a random direction per clip;
     appearance: what the class is (intensity level or identity of the moving digit);
     flicker > 0: brightness × (1 + flicker·sin(·)) per frame; rest: fraction of 4-frame windows in
-    which the moving digit rests; `label` / `motion` force every clip's class / motion pattern (for
-    the notebook's explorer)."""
+    which the moving digit rests; static_share: the static-context knob (module docstring; the
+    class splits into the background's orientation and the moving digit's level); `label` /
+    `motion` force every clip's class / motion pattern (for the notebook's explorer)."""
     unknown = sorted(set(loader_keys) - set(LOADER_KEYS))
     if unknown:
         raise TypeError(f"make_clips got unknown keys {unknown}; clip keys are frames, size, speed, noise, "
-                        f"patterns, appearance, pan_speed, flicker, rest (and the data-config loader keys {list(LOADER_KEYS)})")
+                        f"patterns, appearance, pan_speed, flicker, rest, static_share (and the data-config loader keys {list(LOADER_KEYS)})")
     images, identity = _digits()
     k = num_classes(appearance)
+    scenes, values = class_split(k, static_share)
     by_class = [np.flatnonzero(identity == c) for c in range(10)]
 
     def digit_of(c: int, rng: np.random.Generator) -> np.ndarray:
@@ -152,9 +184,17 @@ def make_clips(n: int, seed: int, *, frames: int = 16, size: int = 32, speed: fl
         rng = np.random.default_rng([seed, i])
         labels[i] = rng.integers(k) if label is None else label
         motions[i] = rng.integers(num_motions(patterns)) if motion is None else motion
-        other = (labels[i] + 1 + rng.integers(k - 1)) % k           # the distractor: any other class
-        digit, dist = digit_of(labels[i], rng), digit_of(other, rng)
-        tex = gaussian_filter(rng.random((canvas, canvas), dtype=np.float32), sigma=1.5)
+        level = labels[i]                                            # the moving digit's appearance
+        if scenes > 1:   # the knob's draws: a second stream, so s = 0 is the plain world clip for clip
+            knob_rng = np.random.default_rng([seed, i, 1])
+            level = (labels[i] % values) * (k // values) + knob_rng.integers(k // values)
+        other = (level + 1 + rng.integers(k - 1)) % k                # the distractor: any other appearance
+        digit, dist = digit_of(level, rng), digit_of(other, rng)
+        noise_field = rng.random((canvas, canvas), dtype=np.float32)
+        if scenes > 1:   # the scene part of the class: the background's orientation
+            tex = oriented_texture(noise_field, math.pi * (labels[i] // values) / scenes)
+        else:
+            tex = gaussian_filter(noise_field, sigma=1.5)
         tex = (tex - tex.min()) / (np.ptp(tex) + 1e-8) * background
         dy, dx = rng.integers(margin, margin + room + 1, size=2)
         tex[dy:dy + 8, dx:dx + 8] = np.maximum(tex[dy:dy + 8, dx:dx + 8], dist)

@@ -62,7 +62,7 @@ def reconstruction_view(profile: str, results_dir: str | Path, seed: int = 0, ov
         from .selection import motion_scores
 
         scores = motion_scores(ae.embed(clips.video))
-    from .train import tube_visible
+    from .recipe import tube_visible
 
     enc = ae.encoder
     v = tube_visible(enc.slices, enc.positions, cfg.selection.mask_ratio) if cfg.selection.match_visible else None

@@ -20,7 +20,7 @@ from shared.training import fit, make_trainer, trainer_options
 
 from .model import MaskedVideoAutoencoder, VideoClassifier
 from .selection import pair_frames
-from .train import choose_pairs, lr_at, make_masks, param_groups, set_lr
+from .recipe import choose_pairs, lr_at, make_masks, param_groups, set_lr
 
 
 def batches(data, batch: int, steps: int, seed: int) -> DataLoader:

@@ -17,17 +17,24 @@ EV_FINETUNE = {"videomae": "videomae", "videomae_pruned": "videomae", "everest_f
                "everest": "everest", "random": "everest", "ascending": "ascending", "scratch": None,
                "everest_uniform_frames": "everest_uniform_frames",
                "everest_selected_frames": "everest_selected_frames"}
+# the static-context knob: the arms trained at its other points (the first point is the main world)
+EV_KNOB_PRETRAIN = ["videomae", "everest"]
+EV_KNOB_FINETUNE = {"videomae": "videomae", "everest_full": "everest", "everest": "everest"}
 
 PAPER_METRICS["everest"] = (
     [f"{EV}/metrics/pretrain_{a}.json" for a in EV_PRETRAIN]
     + [f"{EV}/metrics/finetune_{a}.json" for a in EV_FINETUNE]
-    + [f"{EV}/metrics/{e}.json" for e in ("label_leak", "accuracy", "efficiency", "efficiency_vit_b", "token_overlay")]
+    + [f"{EV}/metrics/knob_pretrain_{a}.json" for a in EV_KNOB_PRETRAIN]
+    + [f"{EV}/metrics/knob_finetune_{a}.json" for a in EV_KNOB_FINETUNE]
+    + [f"{EV}/metrics/{e}.json" for e in ("label_leak", "accuracy", "static_knob", "efficiency", "efficiency_vit_b",
+                                         "token_overlay")]
 )
 PAPER_TARGETS.extend(prov(
     f"{EV}/figures/token_overlay.png",
     f"{EV}/tables/accuracy_2x2.md", f"{EV}/tables/accuracy.md", f"{EV}/tables/accuracy_gaps.md",
     f"{EV}/tables/frame_selection.md", f"{EV}/tables/label_leak.md",
     f"{EV}/tables/efficiency.md", f"{EV}/tables/efficiency_vit_b.md", f"{EV}/tables/token_selection.md",
+    f"{EV}/tables/static_knob.md", f"{EV}/figures/static_knob.png",
 ))
 
 
@@ -56,6 +63,42 @@ rule everest_finetune_top1:
     resources: **EV_TRAINING_RESOURCES
     benchmark: bench("everest_finetune_top1", "arm")
     shell: experiment_cmd("everest", "finetune_{wildcards.arm}", EV_LAUNCHER, EV_TRAINER_SET)
+
+
+rule everest_knob_pretrain_checkpoints:
+    """Pre-training of one arm at every other point of the static-context knob, once per seed."""
+    input: paper_config("everest")
+    output: prov(f"{EV}/metrics/knob_pretrain_{{arm}}.json")
+    wildcard_constraints: arm="|".join(EV_KNOB_PRETRAIN)
+    threads: 1
+    resources: **EV_TRAINING_RESOURCES
+    benchmark: bench("everest_knob_pretrain_checkpoints", "arm")
+    shell: experiment_cmd("everest", "knob_pretrain_{wildcards.arm}", EV_LAUNCHER, EV_TRAINER_SET)
+
+
+rule everest_knob_finetune_top1:
+    """Fine-tuning + test top-1 of one arm at every other point of the static-context knob, once per seed."""
+    input: paper_config("everest"), lambda wc: f"{EV}/metrics/knob_pretrain_{EV_KNOB_FINETUNE[wc.arm]}.json"
+    output: prov(f"{EV}/metrics/knob_finetune_{{arm}}.json")
+    wildcard_constraints: arm="|".join(EV_KNOB_FINETUNE)
+    threads: 1
+    resources: **EV_TRAINING_RESOURCES
+    benchmark: bench("everest_knob_finetune_top1", "arm")
+    shell: experiment_cmd("everest", "knob_finetune_{wildcards.arm}", EV_LAUNCHER, EV_TRAINER_SET)
+
+
+rule everest_static_knob_table:
+    """EVEREST − VideoMAE, the pruning cost and the two readers along the static-context knob."""
+    input:
+        paper_config("everest"),
+        [f"{EV}/metrics/finetune_{a}.json" for a in EV_KNOB_FINETUNE],
+        [f"{EV}/metrics/knob_finetune_{a}.json" for a in EV_KNOB_FINETUNE],
+    output:
+        prov(f"{EV}/metrics/static_knob.json", f"{EV}/tables/static_knob.csv", f"{EV}/tables/static_knob.md",
+             f"{EV}/figures/static_knob.png", f"{EV}/figures/static_knob.pdf"),
+    threads: 1
+    benchmark: bench("everest_static_knob_table")
+    shell: experiment_cmd("everest", "static_knob")
 
 
 rule everest_label_leak_probe:

@@ -3,8 +3,9 @@ from pathlib import Path
 
 import torch
 
-from papers.everest.experiments import (finetune_arm, label_leak, mean_ci, mean_std, pair_has_motion, pretrain_dir,
-                                        run_pretrain, snapshot_name)
+from papers.everest.experiments import (finetune_arm, knob_finetune, knob_pretrain, label_leak, mean_ci, mean_std,
+                                        pair_has_motion, pretrain_dir, run_finetune, run_pretrain, snapshot_name,
+                                        static_knob)
 from shared.config import load_config
 from shared.experiment import Run
 from shared.samples import combine, is_sample, sample
@@ -60,3 +61,30 @@ def test_frame_arms_and_label_leak_write_paired_samples(tmp_path, monkeypatch):
     worst = [max(abs(a), abs(b)) for a, b in zip(leak["keep30"]["class_above_chance"]["values"],
                                                  leak["keep60"]["class_above_chance"]["values"])]
     assert leak["class_max_distance_to_chance"]["values"] == worst
+
+
+def test_static_knob_trains_the_other_points_and_pairs_them_with_the_main_world(tmp_path):
+    """knob_pretrain/knob_finetune train every knob point but the first (the main world, whose
+    arms are the main experiments'); static_knob writes knob samples paired by seed, readers included."""
+    seeds = "[0,1]"
+    for arm in ("videomae", "everest"):
+        run_pretrain(smoke_run(tmp_path, f"pretrain_{arm}", seeds), arm)
+        knob = knob_pretrain(smoke_run(tmp_path, f"knob_pretrain_{arm}", seeds), arm)
+        assert sorted(knob) == ["static100", "static50"]
+        assert (pretrain_dir(smoke_run(tmp_path, "x", seeds), arm, 0, 0.5) / "b100.pt").is_file()
+    for arm in ("videomae", "everest_full", "everest"):
+        run = smoke_run(tmp_path, f"finetune_{arm}", seeds)
+        run.save_metrics(run_finetune(run, arm))
+        run = smoke_run(tmp_path, f"knob_finetune_{arm}", seeds)
+        out = knob_finetune(run, arm)
+        assert out["static50"]["top1"]["n"] == 2
+        run.save_metrics(out)
+    out = static_knob(smoke_run(tmp_path, "static_knob", seeds))
+    assert out["points"] == [0.0, 0.5, 1.0]
+    curve = out["everest_minus_videomae"]
+    assert curve["knob"] == "static_share" and [s["n"] for s in curve["samples"]] == [2, 2, 2]
+    assert curve["samples"][0]["values"] == [e - v for e, v in zip(out["top1"]["everest"]["samples"][0]["values"],
+                                                                    out["top1"]["videomae"]["samples"][0]["values"])]
+    gated = out["top1"]["motion_gated"]["samples"]
+    assert all(v >= 80.0 for s in gated for v in s["values"])   # the ceiling reads every bit of the world
+    assert (tmp_path / "tables" / "static_knob.md").is_file()

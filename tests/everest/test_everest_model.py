@@ -10,7 +10,8 @@ from papers.everest.efficiency import (VitDims, counted_flops, finetune_macs, pr
 from papers.everest.model import (MaskedVideoAutoencoder, VideoClassifier, VideoEncoder, normalised_targets,
                                   patchify, reconstruct)
 from papers.everest.selection import select_tokens, tube_mask
-from papers.everest.train import make_masks, pretrain
+from papers.everest.recipe import make_masks
+from papers.everest.train import pretrain
 from shared.config import load_config
 
 CONFIG = Path(__file__).resolve().parents[2] / "papers" / "everest" / "config.yaml"

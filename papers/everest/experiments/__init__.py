@@ -1,0 +1,44 @@
+"""The experiments (`python -m papers.everest <experiment>`), one file per product, one Snakemake rule each.
+
+pretraining      pretrain_<arm>: VideoMAE tube masking / EVEREST / ascending, and EVEREST on candidate
+                 clips with information-intensive or uniform frame pairs; knob_pretrain_<arm>: the
+                 VideoMAE and EVEREST pre-trainings at the other points of the static-context knob
+finetuning       finetune_<arm>: the 2×2 of pre-training {VideoMAE, EVEREST} × fine-tuning {all tokens,
+                 top 60%}, plus random-60%, ascending, scratch and frame-selection arms;
+                 knob_finetune_<arm>: the 2×2's EVEREST column and VideoMAE along the knob
+label_leak       a linear probe on the keep mask alone: the class (chance) and the direction (control)
+accuracy         the 2×2 table, the gaps the claims test, the control and frame-selection tables
+static_knob      EVEREST − VideoMAE, the pruning cost and the two readers along the static-context knob
+efficiency       tiny model: tokens, FLOPs, saved activations (explicit and fused attention), step times
+                 (and efficiency_vit_b: the paper's ViT-B at 16×224²)
+token_overlay    selected tokens overlaid on clips, and the moving-digit recall of the selection
+common           arms, data, initial encoders, checkpoint folders, knob points, formatting
+"""
+from functools import partial
+
+from .accuracy import accuracy
+from .common import (FINETUNE_ARMS, KNOB_FINETUNE_ARMS, KNOB_PRETRAIN_ARMS, PRETRAIN_ARMS, at_point, dataset,
+                     initial_autoencoder, knob_points, mean_ci, mean_std, pretrain_dir, schedule, snapshot_name)
+from .efficiency import efficiency, efficiency_vit_b
+from .finetuning import finetune_arm, knob_finetune, run_finetune
+from .label_leak import label_leak
+from .pretraining import knob_pretrain, pair_has_motion, run_pretrain
+from .static_knob import static_knob
+from .token_overlay import token_overlay
+
+EXPERIMENTS = {
+    **{f"pretrain_{arm}": partial(run_pretrain, arm=arm) for arm in PRETRAIN_ARMS},
+    **{f"finetune_{arm}": partial(run_finetune, arm=arm) for arm in FINETUNE_ARMS},
+    **{f"knob_pretrain_{arm}": partial(knob_pretrain, arm=arm) for arm in KNOB_PRETRAIN_ARMS},
+    **{f"knob_finetune_{arm}": partial(knob_finetune, arm=arm) for arm in KNOB_FINETUNE_ARMS},
+    "label_leak": label_leak,
+    "accuracy": accuracy,
+    "static_knob": static_knob,
+    "efficiency": efficiency,
+    "efficiency_vit_b": efficiency_vit_b,
+    "token_overlay": token_overlay,
+}
+
+__all__ = ["EXPERIMENTS", "at_point", "dataset", "finetune_arm", "initial_autoencoder", "knob_finetune", "knob_points",
+           "knob_pretrain", "label_leak", "mean_ci", "mean_std", "pair_has_motion", "pretrain_dir", "run_finetune",
+           "run_pretrain", "schedule", "snapshot_name", "static_knob"]
