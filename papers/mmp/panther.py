@@ -85,8 +85,8 @@ def aggregate_bags(bags, prototypes: np.ndarray, *, tau: float, eps: float, n_it
 
     On the CPU (default) one bag at a time. On CUDA (or `batched=True`) consecutive bags are padded
     into batches [B, N_max, d] of at most `max_elements` numbers (1 GiB of fp32 by default), masked,
-    moved to `device` and aggregated together: on CUDA that is one `gmm_estep` kernel launch per batch
-    (issue 20). Padded rows get q = 0, so a batch gives each bag's tokens up to float rounding."""
+    moved to `device` and aggregated together: on CUDA that is one `gmm_estep` kernel launch per batch.
+    Padded rows get q = 0, so a batch gives each bag's tokens up to float rounding."""
     device = torch.device(device)
     if batched is None:
         batched = device.type == "cuda"
