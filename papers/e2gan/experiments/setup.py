@@ -155,7 +155,7 @@ class Setup:
             return {}
         from shared.image_metrics import fid_kid
 
-        from .metrics import clip_score
+        from ..metrics import clip_score
 
         pred = predict(G, test)
         return {**fid_kid(pred, to_images(test.y), self.inception), "clip_score": clip_score(pred, prompt, self.clip_path)}
