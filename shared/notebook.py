@@ -1,4 +1,4 @@
-"""Helpers the notebooks call (logic stays here; notebooks narrate and plot)."""
+"""Functions the notebooks call (logic stays here; notebooks narrate and plot)."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""Helpers for the notebook's live exploration (selection under ρ_pre and motion pattern; one
+"""Functions for the notebook's live exploration (selection under ρ_pre and motion pattern; one
 reconstruction from the pre-trained EVEREST checkpoint)."""
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ Each stage is one Lightning fit (shared.training), symmetric InfoNCE with a lear
 The two audio-text experts have one architecture and as many pairs, so with `spaces.stack_experts`
 (default) they train in one fit as a two-member `shared.seed_stack.SeedStack`: each expert on its own
 pairs, with its own temperature and optimiser state, equal to its separate fit to float rounding
-(tests/freebind/test_freebind_stacked_experts.py) at about half the fixed cost per step.
+(tests/freebind/test_freebind_stacked_experts.py), with one fit's fixed cost instead of two.
 Its checkpoint is keyed by the hash of everything that decides it (the world, the `spaces` section,
 the stage) and the seed, so it is reused only by a run with the same key (`shared.run_cache`).
 """

@@ -4,7 +4,7 @@ A TCGA patient's bag is every patch of every slide: tens of thousands of 1024-d 
 hundreds of MB, so a cohort of ~900 patients does not fit in RAM. `SlideBags` holds only each
 patient's slide paths and reads a bag when it is indexed: PANTHER aggregates one bag at a time, and a
 training batch of ABMIL or the full-token Transformer reads its patients' bags and drops them after.
-The synthetic profiles keep their bags as a list of arrays; the helpers at the end serve both kinds.
+The synthetic profiles keep their bags as a list of arrays; the functions at the end serve both kinds.
 """
 from __future__ import annotations
 

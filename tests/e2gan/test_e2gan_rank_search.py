@@ -16,13 +16,18 @@ def smoke_run(tmp_path):
     return Run("e2gan", "test", cfg, tmp_path)
 
 
-def test_rank_search_is_deterministic(tmp_path):
-    run = smoke_run(tmp_path)
-    setup = Setup(run)
+def search_inputs(tmp_path):
+    """A smoke Setup, a freshly initialised base (seed 0) and one concept's train/test pairs."""
+    setup = Setup(smoke_run(tmp_path))
     torch.manual_seed(0)
     G, D = setup.e2gan(), setup.discriminator()
     base = {"G": G.state_dict(), "D": D.state_dict()}
-    sets = [(setup.pairs("blue pencil sketch", "train"), setup.pairs("blue pencil sketch", "test"), "blue pencil sketch")]
+    concept = "blue pencil sketch"
+    return setup, base, [(setup.pairs(concept, "train"), setup.pairs(concept, "test"), concept)]
+
+
+def test_rank_search_is_deterministic(tmp_path):
+    setup, base, sets = search_inputs(tmp_path)
     search = Config.wrap({"steps": 2, "rounds": 2, "multipliers": [2], "min_gain_db": -1e9, "max_flops_ratio": 10.0})
     a = search_ranks(setup, base, sets, search, 1, seeds=[0])
     b = search_ranks(setup, base, sets, search, 1, seeds=[0])
@@ -36,12 +41,7 @@ def test_rank_search_is_deterministic(tmp_path):
 def test_rank_search_skips_capped_and_over_budget_candidates(tmp_path):
     """At its useful rank a group is not probed again; a candidate dearer per step than the full
     fine-tune x max_flops_ratio is never trained, and the kept ranks stay within the budget."""
-    run = smoke_run(tmp_path)
-    setup = Setup(run)
-    torch.manual_seed(0)
-    G, D = setup.e2gan(), setup.discriminator()
-    base = {"G": G.state_dict(), "D": D.state_dict()}
-    sets = [(setup.pairs("blue pencil sketch", "train"), setup.pairs("blue pencil sketch", "test"), "blue pencil sketch")]
+    setup, base, sets = search_inputs(tmp_path)
     caps = search_ranks(setup, base, sets, Config.wrap({"steps": 1, "rounds": 0, "multipliers": [2], "min_gain_db": 0.0,
                                                         "max_flops_ratio": 10.0}), 1, seeds=[0])["caps"]
     # start every group at its cap: every candidate is cut back to the current ranks
