@@ -22,7 +22,9 @@ REAL_PAPER = "everest"   # a real paper with GPU and CPU rules, among the quicke
 PROFILE = yaml.safe_load((REPO / "profiles/slurm/config.v8+.yaml").read_text())
 # Lightning trainings whose GPUs the rule asks for (trainer.devices per node, Snakefile slurm_training),
 # not the profile; the profile gives them the GPU partition.
-TRAINING_RULES = ("everest_pretrain_checkpoints", "everest_finetune_top1")
+# Read from the rules file, so a new training rule cannot miss the profile's GPU partition.
+TRAINING_RULES = tuple(re.findall(r"^rule (\w+):(?:\n    .*)*?\n    resources: \*\*EV_TRAINING_RESOURCES",
+                                  (REPO / "papers/everest/rules.smk").read_text(), re.M))
 
 
 def effective_args(*argv: str):
@@ -58,15 +60,18 @@ def test_gpu_only_where_cuda_is_used():
     for rule, res in PROFILE["set-resources"].items():
         gpu = bool(res.get("gpu") or res.get("gres")) or rule in TRAINING_RULES
         assert res.get("slurm_partition", "cpu") == ("gpu" if gpu else "cpu"), rule
+    assert len(TRAINING_RULES) >= 2, TRAINING_RULES
+    for rule in TRAINING_RULES:   # sbatch would otherwise ask a GPU on the CPU partition
+        assert PROFILE["set-resources"].get(rule, {}).get("slurm_partition") == "gpu", rule
     bad = {r for r in gpu_rules() if r.startswith(("mmp_", "paper_", "claims_", "overview_", "kernels_"))}
     assert not bad, f"GPU asked for rules that never use CUDA: {bad}"
 
 
 def dry_run_jobs(tmp_path, *options: str, config: tuple[str, ...] = ()) -> dict[str, tuple[dict, str]]:
-    """rule -> (resources, shell command) of EVEREST's two full-profile trainings, as `snakemake -n` prints
+    """rule -> (resources, shell command) of EVEREST's full-profile trainings, as `snakemake -n` prints
     them with these options (a profile, or --cores) and extra --config entries."""
-    target = tmp_path / "full/everest/metrics/finetune_everest.json"   # needs its pre-training too
-    cmd = [sys.executable, "-m", "snakemake", "-n", "--nolock", str(target), *options,
+    targets = [tmp_path / f"full/everest/metrics/{k}finetune_everest.json" for k in ("", "knob_")]   # and pre-training
+    cmd = [sys.executable, "-m", "snakemake", "-n", "--nolock", *map(str, targets), *options,
            "--config", "profile=full", f"results={tmp_path}", *config]
     run = subprocess.run(cmd, cwd=REPO, env=WORKFLOW_ENV, capture_output=True, text=True, timeout=300)
     log = run.stdout + run.stderr
