@@ -12,8 +12,10 @@ Format (one file per paper)::
       full: {model: {dim: 1024}, weights_path: /data/weights}
 
 A profile may only override keys that `defaults` declares, with a value of the declared type
-(an int is accepted where a float is declared). Anything else is refused with one message that
-lists the valid choices.
+(an int is accepted where a float is declared). Keys with a closed set of values (`CHOICES` for the
+keys every paper shares, plus a paper's optional top-level `choices: {key.path: [values]}`) are
+checked too, so `--set logging.wandb=offlne` stops at start-up, not hours later. Anything else is
+refused with one message that lists the valid choices.
 """
 from __future__ import annotations
 
@@ -27,6 +29,16 @@ import yaml
 
 PROFILES = ("smoke", "tiny", "full")
 DEFAULT_PROFILE = "tiny"
+# Closed value sets of the keys the papers share (a key a paper does not have is skipped). None is
+# always allowed where the default is None ("from `device`" / "auto").
+CHOICES: dict[str, tuple] = {
+    "device": ("auto", "cpu", "cuda"),
+    "logging.wandb": ("disabled", "offline", "online"),
+    "trainer.wandb": ("disabled", "offline", "online"),
+    "trainer.accelerator": ("auto", "cpu", "gpu", "cuda"),
+    "trainer.strategy": ("auto", "ddp", "ddp_spawn", "ddp_find_unused_parameters_true", "fsdp"),
+    "trainer.precision": ("64-true", "32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", 64, 32, 16),
+}
 
 
 class ConfigError(ValueError):
@@ -122,8 +134,9 @@ def load_config(path: str | Path, profile: str = DEFAULT_PROFILE, overrides: lis
     if not path.is_file():
         raise ConfigError(f"no config file at {path}")
     raw = yaml.safe_load(path.read_text()) or {}
-    if set(raw) - {"defaults", "profiles"} or "defaults" not in raw:
-        raise ConfigError(f"{path}: top-level keys must be 'defaults' and 'profiles', got {sorted(raw)}")
+    if set(raw) - {"defaults", "profiles", "choices"} or "defaults" not in raw:
+        raise ConfigError(f"{path}: top-level keys must be 'defaults', 'profiles' and optionally 'choices', "
+                          f"got {sorted(raw)}")
     profiles = raw.get("profiles") or {}
     unknown_profiles = set(profiles) - set(PROFILES)
     if unknown_profiles:
@@ -139,8 +152,22 @@ def load_config(path: str | Path, profile: str = DEFAULT_PROFILE, overrides: lis
     for text in overrides or []:
         key_path, value = parse_override(text)
         cfg = merge(cfg, _nest(key_path, value), f"{path.name}[{profile}] override")
+    check_choices(cfg, {**CHOICES, **(raw.get("choices") or {})}, f"{path.name}[{profile}]")
     cfg["profile"] = profile
     return Config.wrap(cfg)
+
+
+def check_choices(cfg: Mapping, choices: Mapping[str, Any], where: str) -> None:
+    """Refuse a value outside its key's closed set (keys absent from `cfg` are skipped; None passes)."""
+    for key, allowed in choices.items():
+        node: Any = cfg
+        for part in key.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                break
+            node = node[part]
+        else:
+            if node is not None and node not in list(allowed):
+                raise ConfigError(f"{where}: {key}={node!r} is not one of {list(allowed)}")
 
 
 def config_hash(cfg: Mapping) -> str:

@@ -88,6 +88,39 @@ class Run:
 Experiment = Callable[[Run], Mapping[str, Any]]
 
 
+class MissingInputError(FileNotFoundError):
+    """An experiment's input that another experiment writes is not there yet."""
+
+
+def needs(*experiments: str) -> Callable[[Experiment], Experiment]:
+    """Declare the experiments whose metrics an experiment reads: the CLI checks their
+    `metrics/<name>.json` before it starts (one line naming what to run, exit 2), not hours later."""
+    def mark(fn: Experiment) -> Experiment:
+        fn.needs = tuple(experiments)   # type: ignore[attr-defined]
+        return fn
+    return mark
+
+
+def missing_inputs(paper: str, names: list[str], experiments: Mapping[str, Experiment], out: Path,
+                   profile: str) -> None:
+    """Raise MissingInputError for the first declared input (`needs`) that neither exists under `out`
+    nor is written earlier in this invocation."""
+    for i, name in enumerate(names):
+        for need in getattr(experiments[name], "needs", ()):
+            if need not in names[:i] and not (out / "metrics" / f"{need}.json").is_file():
+                raise MissingInputError(
+                    f"{name} reads {out / 'metrics' / f'{need}.json'}, which is not there: run "
+                    f"`python -m papers.{paper} {need} --profile {profile} --out {out}` first")
+
+
+def _unwritten_output(err: FileNotFoundError, out: Path) -> Path | None:
+    """The file under the experiment's output folder whose absence raised `err` (None: elsewhere)."""
+    if not err.filename:
+        return None
+    missing = Path(err.filename).resolve()
+    return missing if missing.is_relative_to(out.resolve()) else None
+
+
 def global_rank() -> int:
     """This process's rank in a multi-process (DDP) run, from the environment Lightning and SLURM set
     (0 when alone); only rank 0 writes the experiment's metrics, tables and figures."""
@@ -133,7 +166,9 @@ def cli(paper: str, experiments: Mapping[str, Experiment], config_path: Path, ar
     parser.add_argument("--debug", action="store_true", help="show the traceback of a config, input or checkpoint error")
     args = parser.parse_args(argv)
     out = args.out or Path("results") / args.profile / paper
+    name = args.experiment[0]
     try:
+        missing_inputs(paper, args.experiment, experiments, out, args.profile)
         for name in args.experiment:   # each as if alone: its config, seeds, options and outputs
             run_experiment(paper, experiments[name], name, config_path, args.profile, out,
                            seed=args.seed, overrides=args.overrides, rule=args.rule, threads=args.threads,
@@ -141,8 +176,18 @@ def cli(paper: str, experiments: Mapping[str, Experiment], config_path: Path, ar
     except user_errors() as err:   # the user can act on it: one line, no traceback, exit status 2
         if args.debug:
             raise
-        kind = {ConfigError: "config error: ", MissingAssetError: ""}.get(type(err), f"{type(err).__name__}: ")
+        kind = {ConfigError: "config error: ", MissingAssetError: "", MissingInputError: ""}.get(
+            type(err), f"{type(err).__name__}: ")
         print(f"{paper}: {kind}{err}", file=sys.stderr)
+        sys.exit(2)
+    except FileNotFoundError as err:   # an undeclared read of another experiment's output
+        missing = _unwritten_output(err, out)
+        if args.debug or missing is None:
+            raise
+        hint = (f"run `python -m papers.{paper} {missing.stem} --profile {args.profile} --out {out}` first"
+                if missing.parent.name == "metrics" and missing.stem in experiments
+                else "run the experiment (or the snakemake target) that writes it first")
+        print(f"{paper}: {name} reads {missing}, which is not there: {hint}", file=sys.stderr)
         sys.exit(2)
 
 
@@ -150,6 +195,6 @@ def user_errors() -> tuple[type[Exception], ...]:
     """The errors a user fixes (a bad config, a missing input, an unreadable checkpoint), which the CLI
     reports in one line. CheckpointError lives with Lightning in shared.training; it can only have been
     raised once that module is loaded, so it is caught only then (the CLI does not import Lightning)."""
-    errors: tuple[type[Exception], ...] = (ConfigError, MissingAssetError)
+    errors: tuple[type[Exception], ...] = (ConfigError, MissingAssetError, MissingInputError)
     training = sys.modules.get(f"{__package__}.training")
     return errors + ((training.CheckpointError,) if training is not None else ())

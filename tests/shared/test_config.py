@@ -79,3 +79,29 @@ def test_every_shipped_config_loads_at_every_profile(repo):
     for path in paths:
         for profile in ("smoke", "tiny", "full"):
             assert load_config(path, profile).profile == profile
+
+
+def test_closed_value_sets_are_checked_at_load(tmp_path):
+    """A misspelt enum value stops at start-up (it used to fail hours later, where it was used)."""
+    from shared.config import CHOICES
+
+    path = tmp_path / "config.yaml"
+    path.write_text("defaults: {logging: {wandb: disabled}, mode: a}\nchoices: {mode: [a, b]}\n"
+                    "profiles: {smoke: {}, tiny: {}, full: {mode: b}}\n")
+    assert load_config(path, "full").mode == "b"
+    assert load_config(path, "tiny", ["logging.wandb=offline"]).logging.wandb == "offline"
+    with pytest.raises(ConfigError, match=r"logging.wandb='offlne' is not one of"):
+        load_config(path, "tiny", ["logging.wandb=offlne"])
+    with pytest.raises(ConfigError, match=r"mode='c' is not one of \['a', 'b'\]"):
+        load_config(path, "tiny", ["mode=c"])
+    assert "trainer.precision" in CHOICES
+
+
+def test_every_paper_config_passes_its_value_sets():
+    from pathlib import Path
+
+    from shared.config import PROFILES
+
+    for config in sorted(Path(__file__).resolve().parents[2].glob("papers/*/config.yaml")):
+        for profile in PROFILES:
+            load_config(config, profile)
