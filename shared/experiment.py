@@ -149,8 +149,11 @@ def run_experiment(paper: str, experiment: Experiment, name: str, config_path: P
     return metrics
 
 
-def cli(paper: str, experiments: Mapping[str, Experiment], config_path: Path, argv: list[str] | None = None) -> None:
-    """The `python -m papers.<paper>` entry point."""
+def cli(paper: str, experiments: Mapping[str, Experiment], config_path: Path, argv: list[str] | None = None,
+        preflight: Callable[[Config, list[str]], None] | None = None) -> None:
+    """The `python -m papers.<paper>` entry point. `preflight(cfg, names)`, when given, checks what the
+    experiments will need late (an optional dependency, an asset) before any of them starts, raising
+    one of `user_errors()`."""
     parser = argparse.ArgumentParser(prog=f"python -m papers.{paper}", description=f"{paper} experiments")
     parser.add_argument("experiment", nargs="+", choices=sorted(experiments),
                         help="one or more experiments, run in this order in one process (sharing its imports)")
@@ -169,6 +172,8 @@ def cli(paper: str, experiments: Mapping[str, Experiment], config_path: Path, ar
     name = args.experiment[0]
     try:
         missing_inputs(paper, args.experiment, experiments, out, args.profile)
+        if preflight is not None:
+            preflight(load_config(config_path, args.profile, args.overrides, overlay=args.overlay), args.experiment)
         for name in args.experiment:   # each as if alone: its config, seeds, options and outputs
             run_experiment(paper, experiments[name], name, config_path, args.profile, out,
                            seed=args.seed, overrides=args.overrides, rule=args.rule, threads=args.threads,

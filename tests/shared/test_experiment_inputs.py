@@ -63,3 +63,29 @@ def test_other_missing_files_keep_their_traceback(tmp_path):
 
     with pytest.raises(FileNotFoundError):
         cli("toy", {"x": broken}, config, ["x", "--profile", "smoke", "--out", str(tmp_path / "o")])
+
+
+def test_preflight_stops_before_any_experiment(tmp_path, capsys):
+    """A dependency the last step needs (e.g. LPIPS's torchvision) is checked before hours of work."""
+    from shared.config import ConfigError
+
+    config = tmp_path / "config.yaml"
+    config.write_text("defaults: {seed: 0, lpips: true}\nprofiles: {smoke: {}, tiny: {}, full: {}}\n")
+    calls: list[str] = []
+
+    def check(cfg, names):
+        if cfg.lpips:
+            raise ConfigError("lpips needs torchvision, which does not import here; set lpips=false")
+
+    def tune(run):
+        calls.append("tune")
+        return {}
+
+    with pytest.raises(SystemExit) as stop:
+        cli("toy", {"tune": tune}, config, ["tune", "--profile", "full", "--out", str(tmp_path / "o")], preflight=check)
+    assert stop.value.code == 2 and calls == []
+    assert capsys.readouterr().err.strip() == ("toy: config error: lpips needs torchvision, which does not "
+                                               "import here; set lpips=false")
+    cli("toy", {"tune": tune}, config, ["tune", "--profile", "full", "--out", str(tmp_path / "o"),
+                                        "--set", "lpips=false"], preflight=check)
+    assert calls == ["tune"]
