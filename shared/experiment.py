@@ -142,6 +142,9 @@ def run_experiment(paper: str, experiment: Experiment, name: str, config_path: P
     from .training import set_run_options, trainer_options
 
     set_run_options(trainer_options(cfg))   # the config's trainer: / logging: sections, for every make_trainer
+    from .loggers import set_run_context
+
+    set_run_context(paper, name, out, cfg.to_dict())   # wandb's run names and config
     run = Run(paper, name, cfg, out, rule=rule)
     metrics = dict(experiment(run))
     if global_rank() == 0:

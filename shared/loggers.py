@@ -11,6 +11,36 @@ import os
 from pathlib import Path
 
 WANDB_MODES = ("disabled", "offline", "online")
+# The running experiment, for wandb's run names: set by shared.experiment before each experiment.
+RUN_CONTEXT: dict = {}
+
+
+def set_run_context(paper: str, experiment: str, out: str | Path, config: dict | None = None) -> None:
+    RUN_CONTEXT.clear()
+    RUN_CONTEXT.update(paper=paper, experiment=experiment, out=Path(out), config=config or {})
+
+
+def wandb_names(out_dir: str | Path) -> dict:
+    """wandb's name, group, job type and config of the training that writes under `out_dir`: named
+    for the experiment and the arm (its folder under the experiment's checkpoints), grouped per paper."""
+    ctx = RUN_CONTEXT
+    if not ctx:
+        return {"name": Path(out_dir).name, "group": None, "job_type": None, "config": {}}
+    try:
+        arm = Path(out_dir).resolve().relative_to((ctx["out"] / "checkpoints" / ctx["experiment"]).resolve())
+    except ValueError:
+        arm = Path(Path(out_dir).name)
+    name = ctx["experiment"] + ("" if str(arm) in ("", ".") else f"/{arm}")
+    return {"name": name, "group": ctx["paper"], "job_type": ctx["experiment"], "config": ctx["config"]}
+
+
+def finish_wandb() -> None:
+    """End the process's wandb run, so that the next training starts its own (not the same run id)."""
+    import sys
+
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and getattr(wandb, "run", None) is not None:
+        wandb.finish()
 
 
 def make_loggers(out_dir: str | Path, name: str, wandb: str = "disabled", project: str = "icml24-repro") -> list:
@@ -18,6 +48,8 @@ def make_loggers(out_dir: str | Path, name: str, wandb: str = "disabled", projec
 
     wandb: "disabled" (default: nothing written), "offline" (a local run folder under out_dir,
     syncable later with `wandb sync`), or "online" (needs an account and a network; opt-in only).
+    A wandb run is named for the experiment and arm, grouped per paper, with the experiment's config
+    (`wandb_names`); its debug logs and cache stay under out_dir too, not in the home folder.
     """
     if wandb not in WANDB_MODES:
         raise ValueError(f"unknown wandb mode {wandb!r}; valid: {list(WANDB_MODES)}")
@@ -28,10 +60,15 @@ def make_loggers(out_dir: str | Path, name: str, wandb: str = "disabled", projec
         from lightning.pytorch.loggers import WandbLogger
 
         os.environ.setdefault("WANDB_SILENT", "true")
+        for key, sub in (("WANDB_CACHE_DIR", "cache"), ("WANDB_CONFIG_DIR", "config"), ("WANDB_DATA_DIR", "data")):
+            os.environ[key] = str(out_dir / "wandb" / sub)
+        finish_wandb()   # a run left open by an earlier training in this process
+        names = wandb_names(out_dir)
         loggers.append(
             WandbLogger(
-                name=name, project=project, save_dir=str(out_dir), offline=(wandb == "offline"),
-                mode=wandb, settings=None,
+                name=names["name"], project=project, save_dir=str(out_dir), offline=(wandb == "offline"),
+                mode=wandb, settings=None, group=names["group"], job_type=names["job_type"],
+                config=names["config"],
             )
         )
     return loggers

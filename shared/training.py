@@ -291,17 +291,20 @@ def fit(trainer, module, train_dataloaders, val_dataloaders=None) -> Path | None
     key = getattr(trainer, "cache_key", None)
     if key is not None and resume is not None:
         reason = _stale_reason(resume, key)
-        if reason is not None:
-            logging.getLogger("shared.run_cache").warning(
+        if reason is not None:   # every rank decides the same from the same file; no rank deletes it
+            logging.getLogger("shared.run_cache").warning(   # (another rank may still be reading it):
                 "checkpoint under %s: not reused, retraining: %s", trainer.default_root_dir, reason)
-            if trainer.is_global_zero:
-                resume.unlink()
-            resume = None
+            resume = None   # the run's first checkpoint overwrites it
     if trainer.is_global_zero:
         step = int(_read_checkpoint(resume).get("global_step", 0)) if resume else None
         _trim_csv(Path(trainer.default_root_dir), step)
-    trainer.fit(module, train_dataloaders=loader, val_dataloaders=val_dataloaders,
-                ckpt_path=str(resume) if resume else None, weights_only=True)
+    try:
+        trainer.fit(module, train_dataloaders=loader, val_dataloaders=val_dataloaders,
+                    ckpt_path=str(resume) if resume else None, weights_only=True)
+    finally:
+        from .loggers import finish_wandb
+
+        finish_wandb()   # one wandb run per training
     return resume
 
 

@@ -94,3 +94,23 @@ def test_fit_still_resumes_a_killed_run_of_the_same_config(tmp_path):
     module, resumed = train(tmp_path / "run", cfg)
     assert resumed is not None
     assert torch.equal(weights(module), weights(ref))
+
+
+def test_a_stale_checkpoint_is_not_deleted_under_other_ranks(tmp_path, monkeypatch):
+    """Under DDP every rank reads last.ckpt to decide; rank 0 deleting a stale one raced the others'
+    reads. It stays until the new run's first checkpoint overwrites it."""
+    with pytest.raises(Killed):
+        train(tmp_path / "run", {"lr": 1e-2, "epochs": 4}, kill_at=2)
+    stale = last_checkpoint(tmp_path / "run")
+    seen = []
+    real_fit = L.Trainer.fit
+
+    def fit_and_look(self, *args, **kwargs):
+        seen.append(stale.exists())   # what a slower rank would find when it starts
+        return real_fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(L.Trainer, "fit", fit_and_look)
+    _, resumed = train(tmp_path / "run", {"lr": 3e-3, "epochs": 4})
+    assert resumed is None and seen == [True]
+    assert torch.load(stale, weights_only=True)["cache_key"]["config_hash"] == run_cache.cache_key(
+        {"lr": 3e-3, "epochs": 4}, 0)["config_hash"]   # overwritten by the new run
