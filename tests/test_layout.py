@@ -7,12 +7,21 @@ import yaml
 from conftest import REPO
 
 TOP = ["Snakefile", "environment.yml", "README.md", "pyproject.toml", "Makefile", ".ci/run",
-       "papers", "shared", "kernels", "notebooks", "tests", "profiles/default", "profiles/slurm"]
+       "papers", "shared", "kernels", "notebooks", "tests", "profiles/default", "profiles/slurm",
+       "LICENSE", "CITATION.cff"]
 
 
 def test_top_level_layout():
     missing = [p for p in TOP if not (REPO / p).exists()]
     assert not missing, missing
+
+
+def test_citation_names_the_five_papers():
+    cff = yaml.safe_load((REPO / "CITATION.cff").read_text())
+    assert cff["cff-version"] == "1.2.0" and cff["license"] == tomllib.loads(
+        (REPO / "pyproject.toml").read_text())["project"]["license"]
+    assert len(cff["references"]) == len(list(REPO.glob("papers/*/rules.smk"))) == 5
+    assert all(r["year"] == 2024 and r["authors"] for r in cff["references"])
 
 
 def imports_of(path):
