@@ -238,6 +238,11 @@ onstart:
 onsuccess:
     for _server in _WARM_SERVER:
         _server.terminate()
+    from shared.run_ending import ending
+
+    _ending = ending(RESULTS)   # the verdicts and where to read them (None for a partial target)
+    if _ending:
+        print(_ending)
 
 onerror:
     for _server in _WARM_SERVER:

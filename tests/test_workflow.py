@@ -5,6 +5,7 @@ paper under papers/ (what `make smoke` runs). Each is followed by nbval (--nbval
 executed notebooks and a dry run that must find nothing to do.
 """
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +56,11 @@ def test_fixture_paper_workflow(tmp_path):
     claims = json.loads((tmp_path / "smoke/claims.json").read_text())["claims"]
     statuses = [c["status"] for c in claims if c["paper"] == "toy"]
     assert statuses == ["PASS", "FAIL", "INCONCLUSIVE", "NOT RUN", "NOT RUN"]
+    # the run ends with its verdicts and where to read them
+    log = run.stdout + run.stderr
+    assert "Verdicts at profile smoke" in log, log[-2000:]
+    assert re.search(r"^  toy +paper claims 1 PASS · 1 FAIL · 0 INCONCLUSIVE; floors 0/1 PASS, 1 INCONCLUSIVE", log, re.M), log[log.index("Verdicts"):][:800]
+    assert f"Ledger: {tmp_path / 'smoke/claims.md'}" in log
     # an nbval re-run that gives different numbers must fail: tamper with the metrics under the notebook
     metrics = tmp_path / "smoke/toy/metrics.json"
     data = json.loads(metrics.read_text())
