@@ -9,6 +9,23 @@ from .claims import apply_floors, evaluate_claim, load_claims
 from .io import read_json
 
 
+class NotRunYet(RuntimeError):
+    """A notebook opened before the workflow wrote what it reads. Jupyter shows only the message
+    (IPython's `_render_traceback_`), one line saying what to run."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [str(self)]
+
+
+def require_results(results_dir: str | Path, paper: str, profile: str) -> Path:
+    """`results_dir` when its `metrics.json` exists; else NotRunYet naming the command that writes it."""
+    results_dir = Path(results_dir)
+    if not (results_dir / "metrics.json").is_file():
+        raise NotRunYet(f"{paper}: no results at {results_dir} yet; run `make reproduce` (all papers) or "
+                        f"`snakemake --cores 2 --config profile={profile} {results_dir}/metrics.json` first")
+    return results_dir
+
+
 def claims_table(claims_path: str | Path, results_dir: str | Path, profile: str) -> pd.DataFrame:
     """One paper's claims evaluated live against `results_dir/metrics.json` (floors applied)."""
     metrics_path = Path(results_dir) / "metrics.json"
