@@ -154,7 +154,8 @@ def make_trainer(
     `out_dir/logs/metrics.csv`, plus wandb when `wandb` is "offline" / "online"; False = none; or a list.
     devices / strategy / num_nodes: as Lightning's (e.g. 2, "ddp", 1); the samplers of
     `shared.sampling` shard themselves, so Lightning's distributed sampler is off.
-    progress: show a progress bar (default: yes, except under CI=true).
+    progress: show a progress bar (default: yes); under CI=true never, at the full profile always
+    (`show_progress`).
     cache_config: what decides the trained weights (e.g. the data and model sections of the config);
     `fit` resumes only from a checkpoint made with the same hash of it and the same seed.
     checkpoint: False for a throw-away fit (nothing to resume): no checkpoint callbacks at all, and
@@ -191,7 +192,7 @@ def make_trainer(
         max_steps=max_steps,
         deterministic=True,
         logger=loggers,
-        enable_progress_bar=(os.environ.get("CI") != "true") if progress is None else progress,
+        enable_progress_bar=show_progress(progress),
         enable_model_summary=False,
         gradient_clip_val=gradient_clip_val,
         log_every_n_steps=log_every_n_steps,
@@ -202,6 +203,18 @@ def make_trainer(
     )
     trainer.cache_key = run_cache.cache_key(cache_config, seed)
     return trainer
+
+
+def show_progress(progress: bool | None = None) -> bool:
+    """Lightning's progress bar: never under CI=true (quiet logs); always at the full profile, where a
+    training runs for hours (whatever the call asks); else as asked (default: on)."""
+    from .loggers import RUN_CONTEXT
+
+    if os.environ.get("CI") == "true":
+        return False
+    if (RUN_CONTEXT.get("config") or {}).get("profile") == "full":
+        return True
+    return True if progress is None else progress
 
 
 @contextlib.contextmanager
