@@ -78,15 +78,24 @@ def paper_config(paper):
 
 
 def experiment_cmd(paper, experiment, launcher="", overrides=()):
-    """The shell command of one experiment at this profile (threads set to 1 per job). `launcher` (srun
+    """The shell command of one experiment at this profile (threads: `job_threads`). `launcher` (srun
     and its task geometry, see slurm_training) goes before python, after the environment; `overrides`
     are the experiment's `--set key.path=value` config overrides. A rehearsal adds the paper's overlay."""
     sets = "".join(f" --set {shlex.quote(o)}" for o in overrides)
     overlay = f" --overlay {rehearsal_overlay(paper)}" if REHEARSAL else ""
     if REHEARSAL and REHEARSAL_DEVICE:
         sets += f" --set device={shlex.quote(str(REHEARSAL_DEVICE))}"
-    return (f"OMP_NUM_THREADS=1 {launcher}{PYM} papers.{paper} {experiment} --profile {PROFILE} "
+    return (f"OMP_NUM_THREADS={job_threads()} {launcher}{PYM} papers.{paper} {experiment} --profile {PROFILE} "
             f"--out {RESULTS}/{paper} --rule {{rule}}{overlay}{sets}")
+
+
+def job_threads():
+    """Threads of an experiment job (OMP_NUM_THREADS, which the CLI passes to torch): 1 at smoke and tiny,
+    where small models on 2 shared cores run fastest single-threaded; at a real full run the CPUs its
+    job asks (SLURM: cpus_per_task from the profile; locally: the rule's threads)."""
+    if PROFILE != "full" or REHEARSAL:
+        return "1"
+    return "{resources.cpus_per_task}" if ON_SLURM else "{threads}"
 
 
 # A run submits to SLURM when it names a partition: profiles/slurm sets slurm_partition in its

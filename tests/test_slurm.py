@@ -120,11 +120,12 @@ def test_training_rules_ask_slurm_for_their_trainer(trainer, tmp_path):
         assert f" --nodes={nodes} " in sbatch and sbatch.endswith(f" --gres=gpu:{devices}"), sbatch
         assert "--gpus" not in sbatch and "--ntasks-per-gpu" not in sbatch, sbatch   # no job-wide or per-GPU counts
         assert all(f"--set {o}" in shell for o in overrides), shell   # Lightning gets the same trainer
+        assert shell.startswith(f"OMP_NUM_THREADS={resources['cpus_per_task']} "), shell   # the CPUs it asks
         if devices * nodes == 1:   # one task, run by the plugin's own job step; no srun in the command
             assert "mpi" not in resources and "srun" not in shell and "--ntasks-per-node" not in sbatch, (rule, shell)
         else:
             assert resources["mpi"] == "srun" and f" --ntasks-per-node={devices} " in sbatch, sbatch
-            srun = (f"OMP_NUM_THREADS=1 srun --nodes={nodes} --ntasks-per-node={devices} --gres=gpu:{devices} "
+            srun = (f"OMP_NUM_THREADS={resources['cpus_per_task']} srun --nodes={nodes} --ntasks-per-node={devices} --gres=gpu:{devices} "
                     f"--cpus-per-task={resources['cpus_per_task']} ")
             assert shell.startswith(srun) and " -m papers.everest " in shell, shell
 
