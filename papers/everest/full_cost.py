@@ -1,0 +1,143 @@
+"""The full profile's cost (tools/plan.py) and one real-shape training step (tools/gpu_smoke.py).
+
+FLOPs and the bytes saved for backward are counted (FlopCounterMode and a saved-tensors hook) on the
+meta device: the configured encoder's blocks over the tokens each arm keeps (pre-training: the visible
+tokens in the encoder, visible ∪ target in the decoder; fine-tuning: every token or the kept top
+share), ×3 for forward + backward, explicit attention as the trainings run it. GPU memory = fp32
+weights, grads and AdamW moments + the saved activations of one batch. Video decoding is the host
+floor: PyAV in the training process, DECODE_S_PER_CLIP per clip (stated, from the issue's 1.5–3 s per
+step of 24 clips) divided by the loader workers the config sets (`data.workers`, 0 when absent).
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from shared.cost_plan import Cost, autocast, count_step, param_bytes
+
+DECODE_S_PER_CLIP = 0.0625     # one 16-frame clip read and decoded by PyAV on one thread (stated)
+CLIP_BYTES = 0.5e6             # an average UCF101 .avi (6.5 GB / 13,320 videos), read once per draw
+TEST_VIDEOS = 3783             # UCF101 split-1 test list
+PRETRAIN_ARMS = ("videomae", "everest", "ascending")
+FINETUNE_PRUNE = {"videomae": "none", "videomae_pruned": "top", "everest": "top", "everest_full": "none",
+                  "random": "random", "ascending": "top", "scratch": "top"}
+SKIPPED_ON_VIDEO = ("everest_uniform_frames", "everest_selected_frames")   # procedural-only arms
+
+
+def _tokens(cfg) -> int:
+    d, m = cfg.data, cfg.model
+    return (int(d.frames) // int(m.tubelet)) * (int(d.size) // int(m.patch)) ** 2
+
+
+@functools.lru_cache(maxsize=16)
+def _blocks_cost(dim: int, depth: int, heads: int, batch: int, tokens: int) -> tuple[int, int, int]:
+    """(forward FLOPs, saved bytes, parameter bytes with AdamW state) of `depth` blocks on meta."""
+    from .model import Block
+
+    with torch.device("meta"):
+        blocks = torch.nn.Sequential(*(Block(dim, heads) for _ in range(depth)))
+        x = torch.empty(batch, tokens, dim, requires_grad=True)
+        flops, saved = count_step(lambda: blocks(x))
+    return flops, saved, param_bytes(blocks)
+
+
+def step_cost(cfg, phase: str, arm: str) -> tuple[float, float]:
+    """(FLOPs, peak GPU bytes) of one training step of `arm` in `phase` ("pretrain" | "finetune")."""
+    from .selection import count
+
+    m, n = cfg.model, _tokens(cfg)
+    b = int(cfg[phase].batch)
+    patch_in = int(cfg.data.channels) * int(m.tubelet) * int(m.patch) ** 2
+    embed = 2 * b * n * patch_in * int(m.dim)
+    if phase == "pretrain":
+        vis = count(1 - float(cfg.selection.mask_ratio), n)
+        dec_tokens = n if arm == "videomae" else count(float(cfg.selection.rho_pre), n)
+        ef, es, ep = _blocks_cost(int(m.dim), int(m.depth), int(m.heads), b, vis)
+        df, ds, dp = _blocks_cost(int(m.decoder_dim), int(m.decoder_depth), int(m.decoder_heads), b, dec_tokens)
+        return 3 * (ef + df) + embed, ep + dp + es + ds
+    kept = n if FINETUNE_PRUNE[arm] == "none" else count(float(cfg.selection.keep_ratio), n)
+    ef, es, ep = _blocks_cost(int(m.dim), int(m.depth), int(m.heads), b, kept)
+    return 3 * ef + embed, ep + es
+
+
+def _eval_flops(cfg, arm: str) -> float:
+    from .selection import count
+
+    m, n = cfg.model, _tokens(cfg)
+    kept = n if FINETUNE_PRUNE[arm] == "none" else count(float(cfg.selection.keep_ratio), n)
+    f, _, _ = _blocks_cost(int(m.dim), int(m.depth), int(m.heads), 1, kept)
+    return f * TEST_VIDEOS * int(cfg.data.test_segments)
+
+
+def _host(cfg, clips: float) -> float:
+    workers = int(cfg.data.get("workers", 0) or 0)
+    return clips * DECODE_S_PER_CLIP / max(1, workers)
+
+
+def job_costs(cfg) -> list[Cost]:
+    seeds, prec = len(cfg.seeds), str(cfg.trainer.precision)
+    costs = []
+    workers = int(cfg.data.get("workers", 0) or 0)
+    how = f"decoding {DECODE_S_PER_CLIP * 1e3:.0f} ms/clip on {max(1, workers)} process(es) (stated)"
+    for arm in PRETRAIN_ARMS:
+        steps, b = int(cfg.pretrain.steps), int(cfg.pretrain.batch)
+        f, mem = step_cost(cfg, "pretrain", arm)
+        clips = seeds * steps * b
+        costs.append(Cost(f"pretrain_{arm}", "gpu", flops=f * steps * seeds, flops_how="counted", precision=prec,
+                          steps=steps * seeds, gpu_mem_gb=mem / 1e9, mem_how="counted", bytes_read=clips * CLIP_BYTES,
+                          host_s=_host(cfg, clips), note=f"{seeds} seeds in series; {how}"))
+    for arm, prune in FINETUNE_PRUNE.items():
+        steps, b = int(cfg.finetune.steps), int(cfg.finetune.batch)
+        f, mem = step_cost(cfg, "finetune", arm)
+        clips = seeds * (steps * b + TEST_VIDEOS * int(cfg.data.test_segments))
+        costs.append(Cost(f"finetune_{arm}", "gpu", flops=seeds * (f * steps + _eval_flops(cfg, arm)),
+                          flops_how="counted", precision=prec, steps=steps * seeds, gpu_mem_gb=mem / 1e9,
+                          mem_how="counted", bytes_read=clips * CLIP_BYTES, host_s=_host(cfg, clips),
+                          note=f"{seeds} seeds in series, prune {prune}, test {cfg.data.test_segments} "
+                               f"segments/video; {how}"))
+    for arm in SKIPPED_ON_VIDEO:
+        for phase in ("pretrain", "finetune"):
+            costs.append(Cost(f"{phase}_{arm}", "gpu", flops_how="stated", precision=prec, host_s=60,
+                              note="procedural-only arm: skipped on real videos (writes its record)"))
+    for phase in ("knob_pretrain", "knob_finetune"):
+        for arm in ("videomae", "everest", "everest_full"):
+            costs.append(Cost(f"{phase}_{arm}", "gpu", flops_how="stated", precision=prec, host_s=60,
+                              note="static-context knob: procedural only, skipped on real videos"))
+    f1, mem1 = step_cost(cfg, "finetune", "videomae")
+    eff = int(cfg.efficiency.batch) * int(cfg.efficiency.repeats) / int(cfg.finetune.batch)
+    for name in ("efficiency", "efficiency_vit_b"):
+        costs.append(Cost(name, "gpu", flops=2 * eff * f1, flops_how="counted", precision=prec, steps=50,
+                          gpu_mem_gb=mem1 / 1e9 * int(cfg.efficiency.batch) / int(cfg.finetune.batch), mem_how="counted",
+                          host_s=300, note="a few timed steps; model build and start-up stated as 5 min"))
+    costs.append(Cost("token_overlay", "gpu", flops=seeds * int(cfg.overlay.n_clips) * f1 / int(cfg.finetune.batch),
+                      flops_how="counted", precision=prec, gpu_mem_gb=2.0, mem_how="stated",
+                      bytes_read=seeds * int(cfg.overlay.n_clips) * CLIP_BYTES, host_s=300))
+    for name in ("label_leak", "accuracy", "static_knob"):
+        costs.append(Cost(name, "cpu", cpu_s=120, cpu_how="stated", note="tables from metrics (label_leak: skipped on video)"))
+    return costs
+
+
+def probe_step(cfg, device: str = "cpu"):
+    """One VideoMAE pre-training step (tube masking, the largest decoder) at the configured clip size,
+    batch and precision, AdamW included. Returns a callable."""
+    from .model import build_autoencoder
+    from .selection import tube_mask
+
+    model = build_autoencoder(cfg).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    d, m, b = cfg.data, cfg.model, int(cfg.pretrain.batch)
+    video = torch.rand(b, int(d.channels), int(d.frames), int(d.size), int(d.size), device=device)
+    slices, positions = int(d.frames) // int(m.tubelet), (int(d.size) // int(m.patch)) ** 2
+    gen = torch.Generator().manual_seed(0)
+
+    def step():
+        vis, tgt = (t.to(device) for t in tube_mask(b, slices, positions, float(cfg.selection.mask_ratio), gen))
+        with autocast(device, str(cfg.trainer.precision)):
+            loss = model(video, vis, tgt)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    return step

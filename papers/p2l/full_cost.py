@@ -1,0 +1,146 @@
+"""The full profile's cost (tools/plan.py) and one real-shape solver step (tools/gpu_smoke.py).
+
+Stable Diffusion 1.5's UNet and VAE are built from their published architecture on the meta device
+(no weights), and one forward of each at the configured image size is counted by FlopCounterMode.
+A solver step per image costs (papers.p2l.solver): LDPS a UNet forward+backward and a decoder
+forward+backward (×3 a forward each); PSLD adds an encoder forward+backward; P2L adds a prompt update
+(UNet and decoder forward+backward again) and an encoder forward for the projection. Tuning solves every
+grid point on the validation images (experiments.tuning_grid), then every method solves the test images.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+
+import torch
+
+from shared.cost_plan import Cost, autocast, count_step
+
+SD_UNET = dict(in_channels=4, out_channels=4, block_out_channels=(320, 640, 1280, 1280), layers_per_block=2,
+               down_block_types=("CrossAttnDownBlock2D",) * 3 + ("DownBlock2D",),
+               up_block_types=("UpBlock2D",) + ("CrossAttnUpBlock2D",) * 3, cross_attention_dim=768,
+               attention_head_dim=8)
+SD_VAE = dict(in_channels=3, out_channels=3, block_out_channels=(128, 256, 512, 512), latent_channels=4,
+              down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
+              layers_per_block=2)
+TEXT_TOKENS = 77
+SD_BYTES = 4.3e9       # the fp32 UNet + VAE + CLIP text encoder read from sd_path (stated)
+IMAGE_BYTES = 0.4e6    # one 512² PNG of FFHQ (stated)
+
+
+def build(device="meta"):
+    from diffusers import AutoencoderKL, UNet2DConditionModel
+
+    with torch.device(device):
+        unet = UNet2DConditionModel(**SD_UNET)
+        vae = AutoencoderKL(**SD_VAE)
+    for p in itertools.chain(unet.parameters(), vae.parameters()):
+        p.requires_grad_(False)   # the solver differentiates through the frozen prior, never trains it
+    return unet, vae
+
+
+@functools.lru_cache(maxsize=4)
+def part_costs(image_size: int) -> dict:
+    """{part: (forward FLOPs, saved bytes)} of the UNet, decoder and encoder at one image, counted on meta."""
+    unet, vae = build()
+    lat = image_size // 8
+    with torch.device("meta"):
+        z = torch.empty(1, 4, lat, lat, requires_grad=True)
+        x = torch.empty(1, 3, image_size, image_size, requires_grad=True)
+        c = torch.empty(1, TEXT_TOKENS, 768)
+        return {"unet": count_step(lambda: unet(z, torch.tensor([500]), c).sample),
+                "dec": count_step(lambda: vae.decode(z).sample),
+                "enc": count_step(lambda: vae.encode(x).latent_dist.mean),
+                "weights": (0, sum(p.numel() * 4 for p in itertools.chain(unet.parameters(), vae.parameters())))}
+
+
+def step_flops(method: str, image_size: int, hp: dict | None = None) -> tuple[float, float]:
+    """(FLOPs, peak GPU bytes) of one solver step of `method` on one image."""
+    parts = part_costs(image_size)
+    u, d, e = (parts[k][0] for k in ("unet", "dec", "enc"))
+    hp = hp or {}
+    base = 3 * (u + d)                                   # ε_θ and D, forward + backward to z_t
+    prompt = 3 * (u + d) * int(hp.get("prompt_steps", 0) or 0) if hp.get("prompt_lr") else 0
+    glue = 3 * e if hp.get("gamma_glue") else 0
+    gml = 3 * (e + d) if hp.get("gamma_gml") else 0
+    proj = e / int(hp.get("tau", 1) or 1) if hp.get("projection") else 0
+    act = parts["unet"][1] + parts["dec"][1] + (parts["enc"][1] if glue or gml else 0)
+    return base + prompt + glue + gml + proj, parts["weights"][1] + act
+
+
+def _hp(cfg, method: str) -> dict:
+    from .solver import hparams_of
+
+    return hparams_of(method, **dict(cfg.hparams.get(method, {}) or {}))
+
+
+def _grid(cfg, method: str, extra_axes: bool = True) -> int:
+    n = len(cfg.tuning.rho)
+    if extra_axes:
+        for values in (cfg.tuning.get("extra", {}) or {}).get(method, {}).values():
+            n *= len(values)
+    return n
+
+
+def _solves(cfg, jobs: list[tuple[str, int, int]], name: str, note: str) -> Cost:
+    """Cost of solving (method, images, steps) triples at batch solve.batch_size."""
+    size, flops, peak, steps = int(cfg.image_size), 0.0, 0.0, 0
+    batch = int(cfg.solve.batch_size)
+    for method, images, n_steps in jobs:
+        f, m = step_flops(method, size, _hp(cfg, method))
+        flops += f * images * n_steps
+        peak = max(peak, m * batch)
+        steps += -(-images // batch) * n_steps
+    n_images = sum(i for _, i, _ in jobs)
+    return Cost(name, "gpu", flops=flops, flops_how="counted", precision=_precision(cfg), steps=steps,
+                gpu_mem_gb=peak / 1e9, mem_how="counted", bytes_read=SD_BYTES + n_images * IMAGE_BYTES, note=note)
+
+
+def _precision(cfg) -> str:
+    return str(cfg.trainer.precision)
+
+
+def job_costs(cfg) -> list[Cost]:
+    steps, n_val, n_test = int(cfg.solve.steps), int(cfg.data.n_val), int(cfg.data.n_test) * int(cfg.data.noise_seeds)
+    costs = []
+    methods = [m for m in cfg.methods if not m.startswith("oracle")]   # full: no captions, no oracle
+    for task in cfg.main_tasks:
+        jobs = [(m, _grid(cfg, m) * n_val + n_test, steps) for m in methods]
+        costs.append(_solves(cfg, jobs, f"main_{task}", "tuning grid on the validation images + the test images"))
+    a = cfg.ablation
+    n_ab = min(int(a.n), int(cfg.data.n_test))
+    variants = ["p2l_prompt_only", "p2l_projection_only", "p2l_glue"] + ["p2l"] * (len(a.K) + len(a.tau))
+    jobs = [(m, _grid(cfg, m, False) * n_val + n_ab, steps) for m in variants] + [("ldps", n_ab, steps), ("p2l", n_ab, steps)]
+    costs.append(_solves(cfg, jobs, "ablation", "variants tuned on ρ, then the first n test images"))
+    chk = cfg.steps_check
+    costs.append(_solves(cfg, [(m, min(int(chk.n), n_test), int(chk.steps)) for m in chk.methods], "steps_check",
+                         f"the ranking again at {chk.steps} steps"))
+    costs.append(Cost("floors", "gpu", flops=len(cfg.main_tasks) * n_test * 5 * 4e9, flops_how="analytic",
+                      precision=_precision(cfg), gpu_mem_gb=2.0, mem_how="stated",
+                      bytes_read=len(cfg.main_tasks) * n_test * IMAGE_BYTES, host_s=600,
+                      note="least-squares CG in pixel space; metrics and model loading stated as 10 min"))
+    costs.append(Cost("main_table", "cpu", cpu_s=300, cpu_how="stated", note="tables and figures from the metrics"))
+    return costs
+
+
+def probe_step(cfg, device: str = "cpu"):
+    """One LDPS solver step at the configured image size and batch, with random SD-1.5-shaped weights:
+    UNet forward, Tweedie, decoder, the data-fidelity norm's gradient to z_t. Returns a callable."""
+    unet, vae = build(device)
+    lat, b = int(cfg.image_size) // 8, int(cfg.solve.batch_size)
+    dev_type = torch.device(device).type
+    c = torch.zeros(b, TEXT_TOKENS, 768, device=device)
+    y = torch.zeros(b, 3, int(cfg.image_size), int(cfg.image_size), device=device)
+
+    def step():
+        z = torch.randn(b, 4, lat, lat, device=device, requires_grad=True) if dev_type != "meta" else \
+            torch.empty(b, 4, lat, lat, device=device, requires_grad=True)
+        with autocast(device, _precision(cfg)):
+            eps = unet(z, torch.tensor([500], device=device), c).sample
+            z0 = (z - 0.5 * eps) / 0.7
+            x = vae.decode(z0).sample
+        loss = (y - x.float()).flatten(1).norm(dim=1).sum()
+        (g,) = torch.autograd.grad(loss, z)
+        return g
+
+    return step

@@ -1,0 +1,234 @@
+"""What a full-profile job costs: one cost record per experiment (from the paper's `full_cost.py`), a
+roofline wall-time estimate on a named GPU (datasheet peaks × a stated utilisation), and the table that
+sets each estimate against the runtime and memory its SLURM rule asks for.
+
+Wall time on a GPU = max(FLOPs / (peak × U_COMPUTE), HBM bytes / (bandwidth × U_MEMORY), host floor)
++ steps × STEP_OVERHEAD_S, where the host floor is CPU work the GPU waits on (video decoding, a solver
+on the CPU) and the per-step overhead stands for launches, the optimizer and Lightning's loop. A CPU
+job's wall time is its single-thread seconds (every rule runs with OMP_NUM_THREADS=1) divided by the
+threads it uses. How each number was obtained is a column: `counted` (torch's FlopCounterMode on the
+meta device, real shapes, no weights), `analytic` (a closed formula in the paper's full_cost.py),
+`probed` (one real-shape step timed on this CPU) or `stated` (a rate or size written down, not measured).
+"""
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+# Datasheet peaks (dense, no sparsity): NVIDIA H100 SXM5 80GB and A100 SXM4 80GB.
+GPUS: dict[str, dict[str, float]] = {
+    "H100-SXM": {"bf16": 989e12, "fp16": 989e12, "tf32": 494.7e12, "fp32": 66.9e12, "hbm_bw": 3.35e12, "mem_gb": 80},
+    "A100-80GB": {"bf16": 312e12, "fp16": 312e12, "tf32": 156e12, "fp32": 19.5e12, "hbm_bw": 2.039e12, "mem_gb": 80},
+}
+DEFAULT_GPU = "H100-SXM"
+U_COMPUTE = 0.35      # model FLOP utilisation assumed for training/solving steps (stated, not measured)
+U_MEMORY = 0.7        # fraction of HBM bandwidth reached by memory-bound kernels (stated)
+STEP_OVERHEAD_S = 0.005   # per optimisation/solver step: launches, optimizer, the training loop (stated)
+CPU_FLOPS = 20e9      # one CPU thread's sustained fp32 FLOP/s for small-batch torch work (stated)
+# Lightning precision names -> the peak that applies ("32-true": fp32 matmuls; torch leaves TF32 off
+# for matmuls by default, so the fp32 peak is used, a conservative bound for convolutions).
+PRECISION_PEAK = {"32-true": "fp32", "fp32": "fp32", "bf16-mixed": "bf16", "bf16-true": "bf16", "bf16": "bf16",
+                  "16-mixed": "fp16", "16-true": "fp16", "fp16": "fp16", "tf32": "tf32"}
+
+
+@dataclass
+class Cost:
+    """One experiment's cost over its whole job (all seeds, folds and steps it runs)."""
+    experiment: str
+    device: str                   # "gpu" | "cpu"
+    flops: float = 0.0            # total FLOPs of the job
+    flops_how: str = "analytic"   # counted | analytic | probed | stated
+    precision: str = "32-true"
+    steps: int = 0                # optimisation or solver steps (for the per-step overhead)
+    gpu_mem_gb: float = 0.0       # peak memory on one GPU
+    mem_how: str = "analytic"
+    hbm_bytes: float = 0.0        # bytes through HBM (roofline memory term); 0: compute bound
+    bytes_read: float = 0.0       # data read from storage over the job
+    host_s: float = 0.0           # host-bound floor the GPU waits on (decoding, CPU solvers)
+    cpu_s: float = 0.0            # CPU jobs: single-thread seconds
+    cpu_how: str = ""
+    threads: int = 1
+    host_mem_gb: float = 0.0      # peak host memory
+    note: str = ""
+
+
+def count_flops(fn) -> int:
+    """FLOPs of fn() as torch's FlopCounterMode counts them (matmuls, convolutions, attention)."""
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return int(counter.get_total_flops())
+
+
+def count_step(fn) -> tuple[int, int]:
+    """(FLOPs, bytes of tensors saved for backward) of fn(), counted by FlopCounterMode and a
+    saved-tensors hook; on the meta device this needs no weights and no memory. Saved bytes count a
+    tensor saved twice twice (an upper bound of the activations a backward keeps)."""
+    saved = [0]
+
+    def pack(t):
+        saved[0] += t.numel() * t.element_size()
+        return t
+
+    with FlopCounterMode(display=False) as counter, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn()
+    return int(counter.get_total_flops()), saved[0]
+
+
+def param_bytes(module: torch.nn.Module, trainable_states: int = 4) -> int:
+    """Bytes of a module's parameters: fp32 weights, and for trainable ones grads + two Adam moments."""
+    return sum(p.numel() * 4 * (trainable_states if p.requires_grad else 1) for p in module.parameters())
+
+
+def autocast(device, precision: str):
+    """The autocast context a Lightning precision setting gives on this device (none for 32-true or meta)."""
+    import contextlib
+
+    dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(str(precision))
+    kind = torch.device(device).type
+    if dtype is None or kind == "meta":
+        return contextlib.nullcontext()
+    return torch.autocast(kind, dtype=dtype)
+
+
+def transformer_flops(tokens: float, dim: int, depth: int, mlp_ratio: float = 4.0) -> float:
+    """Forward FLOPs of `depth` pre-norm ViT blocks over `tokens` tokens of width `dim` (per sequence:
+    QKV + output projections 8·N·d², MLP 4·r·N·d², attention scores and values 4·N²·d)."""
+    n = tokens
+    return depth * (8 * n * dim ** 2 + 4 * mlp_ratio * n * dim ** 2 + 4 * n * n * dim)
+
+
+def wall_seconds(cost: Cost, gpu: str = DEFAULT_GPU) -> float:
+    """Estimated wall seconds of the job (module docstring)."""
+    if cost.device == "cpu":
+        return cost.cpu_s / max(1, cost.threads)
+    spec = GPUS[gpu]
+    peak = spec[PRECISION_PEAK.get(cost.precision, "fp32")]
+    roof = max(cost.flops / (peak * U_COMPUTE), cost.hbm_bytes / (spec["hbm_bw"] * U_MEMORY), cost.host_s)
+    return roof + cost.steps * STEP_OVERHEAD_S
+
+
+@dataclass
+class Row:
+    paper: str
+    rule: str
+    job: str              # the rule's wildcards, or the experiment
+    experiment: str
+    device: str
+    precision: str
+    tflops: float
+    flops_how: str
+    gpu_mem_gb: float
+    mem_how: str
+    data_read_gb: float
+    est_h: dict = field(default_factory=dict)   # gpu name -> hours
+    limit_h: float = 0.0
+    mem_limit_gb: float = 0.0
+    host_mem_gb: float = 0.0
+    gpu_asked: int = 0
+    fits: bool = True
+    why: str = ""
+    note: str = ""
+
+
+def check(row: Row, cost: Cost, gpu: str = DEFAULT_GPU) -> Row:
+    """Set row.fits / row.why: the estimate on `gpu` within the runtime limit, GPU memory within the
+    card, host memory within mem_mb, and a GPU asked for where the job uses one."""
+    why = []
+    if row.est_h[gpu] > row.limit_h:
+        why.append(f"time {row.est_h[gpu]:.1f} h > {row.limit_h:.1f} h")
+    if cost.device == "gpu" and cost.gpu_mem_gb > GPUS[gpu]["mem_gb"]:
+        why.append(f"GPU memory {cost.gpu_mem_gb:.0f} GB > {GPUS[gpu]['mem_gb']:.0f} GB")
+    if cost.device == "gpu" and not row.gpu_asked:
+        why.append("uses a GPU, rule asks none")
+    if cost.host_mem_gb and cost.host_mem_gb > row.mem_limit_gb:
+        why.append(f"host memory {cost.host_mem_gb:.0f} GB > {row.mem_limit_gb:.0f} GB")
+    row.fits, row.why = not why, "; ".join(why)
+    return row
+
+
+def make_row(paper: str, rule: str, job: str, cost: Cost, resources: dict) -> Row:
+    """One table row: the cost against the rule's resources (runtime minutes, mem_mb, gpu/gres)."""
+    gpu_asked = int(resources.get("gpu", 0) or 0) or int(str(resources.get("gres", "gpu:0")).rsplit(":", 1)[-1] or 0)
+    row = Row(paper=paper, rule=rule, job=job, experiment=cost.experiment, device=cost.device,
+              precision=cost.precision if cost.device == "gpu" else "fp32 (CPU)", tflops=cost.flops / 1e12,
+              flops_how=cost.flops_how if cost.device == "gpu" or cost.flops else (cost.cpu_how or cost.flops_how),
+              gpu_mem_gb=cost.gpu_mem_gb, mem_how=cost.mem_how if cost.device == "gpu" else "-",
+              data_read_gb=cost.bytes_read / 1e9, est_h={g: wall_seconds(cost, g) / 3600 for g in GPUS},
+              limit_h=float(resources.get("runtime", 0)) / 60, mem_limit_gb=float(resources.get("mem_mb", 0)) / 1000,
+              host_mem_gb=cost.host_mem_gb, gpu_asked=gpu_asked, note=cost.note)
+    return check(row, cost)
+
+
+COLUMNS = ["paper", "rule", "job", "experiment", "device", "precision", "TFLOPs", "flops_how", "gpu_mem_GB",
+           "mem_how", "data_read_GB", *[f"est_h_{g}" for g in GPUS], "limit_h", "mem_limit_GB", "gpu_asked", "fits",
+           "why", "note"]
+
+
+def _cells(r: Row) -> list:
+    return [r.paper, r.rule, r.job, r.experiment, r.device, r.precision, f"{r.tflops:.4g}", r.flops_how,
+            f"{r.gpu_mem_gb:.3g}", r.mem_how, f"{r.data_read_gb:.3g}", *[f"{r.est_h[g]:.3g}" for g in GPUS],
+            f"{r.limit_h:.3g}", f"{r.mem_limit_gb:.3g}", r.gpu_asked, "yes" if r.fits else "NO", r.why, r.note]
+
+
+def gpu_hours(rows: list[Row], gpu: str = DEFAULT_GPU) -> dict[str, float]:
+    """Estimated GPU-hours per paper on `gpu` (GPU jobs only, one GPU each)."""
+    out: dict[str, float] = {}
+    for r in rows:
+        out.setdefault(r.paper, 0.0)
+        if r.device == "gpu":
+            out[r.paper] += r.est_h[gpu]
+    return out
+
+
+def cpu_hours(rows: list[Row]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for r in rows:
+        if r.device == "cpu":
+            out[r.paper] = out.get(r.paper, 0.0) + r.est_h[DEFAULT_GPU]
+    return out
+
+
+def write_csv(rows: list[Row], path: Path) -> None:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(COLUMNS)
+    for r in rows:
+        w.writerow(_cells(r))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(buf.getvalue())
+
+
+def markdown(rows: list[Row]) -> str:
+    """The summary (GPU-hours per paper, jobs that do not fit, the assumptions) and the per-job table."""
+    gh, ch = gpu_hours(rows), cpu_hours(rows)
+    lines = ["GPU-hours per paper (estimated; one GPU per job):", "",
+             "| paper | GPU jobs | " + " | ".join(f"GPU-h {g}" for g in GPUS) + " | CPU-h (1 thread) | jobs that do not fit |",
+             "|---|---|" + "---|" * len(GPUS) + "---|---|"]
+    for p in sorted(gh):
+        prs = [r for r in rows if r.paper == p]
+        hs = " | ".join(f"{sum(r.est_h[g] for r in prs if r.device == 'gpu'):.1f}" for g in GPUS)
+        lines.append(f"| {p} | {sum(r.device == 'gpu' for r in prs)} | {hs} | {ch.get(p, 0):.1f} | "
+                     f"{sum(not r.fits for r in prs)} |")
+    lines += ["", f"Assumptions (stated, not measured): compute utilisation {U_COMPUTE:.0%} of the datasheet peak "
+              f"of the job's precision, {U_MEMORY:.0%} of HBM bandwidth, {STEP_OVERHEAD_S * 1e3:.0f} ms per step of "
+              f"overhead, {CPU_FLOPS / 1e9:.0f} GFLOP/s per CPU thread where no probe was run; fits is judged on "
+              f"{DEFAULT_GPU}. Peaks: " + "; ".join(
+                  f"{g} bf16 {s['bf16'] / 1e12:.0f}, tf32 {s['tf32'] / 1e12:.0f}, fp32 {s['fp32'] / 1e12:.1f} TFLOP/s, "
+                  f"HBM {s['hbm_bw'] / 1e12:.2f} TB/s" for g, s in GPUS.items()) + ".", ""]
+    bad = [r for r in rows if not r.fits]
+    if bad:
+        lines += ["Jobs that do not fit their rule's limits:", ""]
+        lines += [f"- {r.rule} {r.job}: {r.why}" for r in bad]
+        lines.append("")
+    lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(str(c).replace("|", "/") for c in _cells(r)) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def as_dicts(rows: list[Row]) -> list[dict]:
+    return [asdict(r) for r in rows]
