@@ -84,6 +84,37 @@ def param_bytes(module: torch.nn.Module, trainable_states: int = 4) -> int:
     return sum(p.numel() * 4 * (trainable_states if p.requires_grad else 1) for p in module.parameters())
 
 
+_CPU_RATE: list[float] = []
+
+
+def cpu_rate() -> float:
+    """Single-thread fp32 FLOP/s of this CPU, probed once: the best of 3 timed 4096×1024 @ 1024×512
+    matmuls under torch.set_num_threads(1) (~0.1 s). Measured on a shared, loaded machine it is a lower
+    bound; CPU_FLOPS is used when REPRO_PLAN_CPU_RATE=stated."""
+    import os
+    import time
+
+    if os.environ.get("REPRO_PLAN_CPU_RATE") == "stated":
+        return CPU_FLOPS
+    if not _CPU_RATE:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            a, b = torch.randn(4096, 1024), torch.randn(1024, 512)
+            a @ b
+            best = min(_timed(lambda: a @ b, time) for _ in range(3))
+        finally:
+            torch.set_num_threads(threads)
+        _CPU_RATE.append(2 * 4096 * 1024 * 512 / best)
+    return _CPU_RATE[0]
+
+
+def _timed(fn, time) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
 def autocast(device, precision: str):
     """The autocast context a Lightning precision setting gives on this device (none for 32-true or meta)."""
     import contextlib
