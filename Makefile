@@ -1,4 +1,4 @@
-# make reproduce | make test | make smoke | make rehearse | make lab | make test-browser. Each creates .venv and installs
+# make reproduce | make test | make smoke | make rehearse | make lab | make test-browser | make plan | make gpu-smoke. Each creates .venv and installs
 # on first use.
 SHELL := /bin/bash
 VENV ?= .venv
@@ -16,7 +16,7 @@ export HF_HUB_OFFLINE = 1
 export WANDB_MODE ?= offline
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install reproduce bench-reproduce smoke rehearse rehearse-gpu test test-rehearsal test-fast test-browser lab clean
+.PHONY: plan gpu-smoke install reproduce bench-reproduce smoke rehearse rehearse-gpu test test-rehearsal test-fast test-browser lab clean
 
 install: $(STAMP)
 
@@ -52,6 +52,19 @@ rehearse: install
 rehearse-gpu: install
 	mkdir -p results; set -o pipefail; $(VENV)/bin/snakemake --cores $(CORES) --config profile=full rehearsal=1 rehearsal_device=cuda \
 		results=results/gpu 2>&1 | tee results/rehearsal-gpu.log
+
+# The full profile's cost plan (tools/plan.py; offline, no GPU, < 2 min): every job of the SLURM dry run
+# with its FLOPs, GPU memory, data read and estimated hours on H100/A100 against its rule's limits, in
+# benchmarks/plan_full.{csv,md}; the README's "Cost of the full profile" summary is rewritten from it.
+# Exits 1 (table written) when a job does not fit.
+plan: install
+	$(PY) tools/plan.py --out benchmarks/plan_full --readme README.md
+
+# On a GPU machine (<= 10 min): the kernels' compiled tests and bench, one real-shape step per paper
+# (s/step, peak memory; results/gpu_smoke/probe_steps.csv) and the rehearsal on CUDA. Without CUDA it
+# prints one line and exits 2.
+gpu-smoke: install
+	$(PY) tools/gpu_smoke.py --out results/gpu_smoke
 
 # Two pytest workers (one per core; tests/conftest.py runs the shared smoke run once for both), work
 # stealing for the uneven tests; the slowest 25 are listed for the budget.

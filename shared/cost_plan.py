@@ -237,7 +237,7 @@ def write_csv(rows: list[Row], path: Path) -> None:
 def markdown(rows: list[Row]) -> str:
     """The summary (GPU-hours per paper, jobs that do not fit, the assumptions) and the per-job table."""
     gh, ch = gpu_hours(rows), cpu_hours(rows)
-    lines = ["GPU-hours per paper (estimated; one GPU per job):", "",
+    lines = ["GPU-hours per paper (estimated hours a GPU is held, waits on the host included; one GPU per job):", "",
              "| paper | GPU jobs | " + " | ".join(f"GPU-h {g}" for g in GPUS) + " | CPU-h (1 thread) | jobs that do not fit |",
              "|---|---|" + "---|" * len(GPUS) + "---|---|"]
     for p in sorted(gh):
@@ -248,7 +248,8 @@ def markdown(rows: list[Row]) -> str:
     lines += ["", f"Assumptions (stated, not measured): compute utilisation {U_COMPUTE:.0%} of the datasheet peak "
               f"of the job's precision, {U_MEMORY:.0%} of HBM bandwidth, {STEP_OVERHEAD_S * 1e3:.0f} ms per step of "
               f"overhead, {CPU_FLOPS / 1e9:.0f} GFLOP/s per CPU thread where no probe was run; fits is judged on "
-              f"{DEFAULT_GPU}. Peaks: " + "; ".join(
+              f"{DEFAULT_GPU}" + (f"; CPU rate probed on the planning machine (shared, under load): "
+                                  f"{_CPU_RATE[0] / 1e9:.1f} GFLOP/s per thread" if _CPU_RATE else "") + ". Peaks: " + "; ".join(
                   f"{g} bf16 {s['bf16'] / 1e12:.0f}, tf32 {s['tf32'] / 1e12:.0f}, fp32 {s['fp32'] / 1e12:.1f} TFLOP/s, "
                   f"HBM {s['hbm_bw'] / 1e12:.2f} TB/s" for g, s in GPUS.items()) + ".", ""]
     bad = [r for r in rows if not r.fits]

@@ -77,7 +77,7 @@ def plan(jobs: list[dict], costs: dict[str, dict[str, Cost]] | None = None) -> t
         paper, exp = experiment_of(job)
         if paper is None:   # bookkeeping rule
             paper = job["rule"].split("_")[0] if job["rule"].startswith("kernels") else (
-                job["wildcards"].split("=")[-1] if job["wildcards"] else "all")
+                job["wildcards"].split("=")[-1] if job["wildcards"] else "workflow")
             if job["rule"] not in STATED_CPU_S:
                 errors.append(f"{job['rule']} {job['wildcards']}: no estimate for this rule")
                 continue
@@ -96,10 +96,27 @@ def plan(jobs: list[dict], costs: dict[str, dict[str, Cost]] | None = None) -> t
     return rows, errors
 
 
+BEGIN, END = "<!-- plan:begin (tools/plan.py writes this block) -->", "<!-- plan:end -->"
+
+
+def update_readme(readme: Path, md: str, table: Path) -> None:
+    """Replace the block between the README's plan markers with the table file's summary (everything
+    before the per-job table) and a pointer to the table."""
+    text = readme.read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"plan: {readme} has no plan markers ({BEGIN} ... {END})")
+    summary = md.split("\n| paper | rule |")[0].rstrip()
+    rel = table.resolve().relative_to(REPO) if table.resolve().is_relative_to(REPO) else table
+    block = f"{BEGIN}\n{summary}\n\nPer job: `{rel}` (and `.csv`).\n{END}"
+    head, rest = text.split(BEGIN, 1)
+    readme.write_text(head + block + rest.split(END, 1)[1])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "plan_full"), help="writes OUT.csv and OUT.md")
     ap.add_argument("--dry-run-log", help="parse this saved `snakemake -n` output instead of running one")
+    ap.add_argument("--readme", help="rewrite the summary between this file's plan markers from the table")
     args = ap.parse_args(argv)
     if args.dry_run_log:
         text = Path(args.dry_run_log).read_text()
@@ -115,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         md = "Jobs without an estimate:\n\n" + "\n".join(f"- {e}" for e in errors) + "\n\n" + md
     out.with_suffix(".md").parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".md").write_text(md)
+    if args.readme:
+        update_readme(Path(args.readme), md, out.with_suffix(".md"))
     print(f"plan: {len(jobs)} jobs of the full profile -> {out}.csv, {out}.md")
     for paper, h in sorted(gpu_hours(rows).items()):
         others = ", ".join(f"{g} {sum(r.est_h[g] for r in rows if r.paper == paper and r.device == 'gpu'):.1f}"

@@ -85,7 +85,7 @@ def job_costs(cfg) -> list[Cost]:
         f, mem = step_cost(cfg, "pretrain", arm)
         clips = seeds * steps * b
         costs.append(Cost(f"pretrain_{arm}", "gpu", flops=f * steps * seeds, flops_how="counted", precision=prec,
-                          steps=steps * seeds, gpu_mem_gb=mem / 1e9, mem_how="counted", bytes_read=clips * CLIP_BYTES,
+                          steps=steps * seeds, gpu_mem_gb=mem / 1e9, mem_how="counted, upper bound", bytes_read=clips * CLIP_BYTES,
                           host_s=_host(cfg, clips), note=f"{seeds} seeds in series; {how}"))
     for arm, prune in FINETUNE_PRUNE.items():
         steps, b = int(cfg.finetune.steps), int(cfg.finetune.batch)
@@ -93,7 +93,7 @@ def job_costs(cfg) -> list[Cost]:
         clips = seeds * (steps * b + TEST_VIDEOS * int(cfg.data.test_segments))
         costs.append(Cost(f"finetune_{arm}", "gpu", flops=seeds * (f * steps + _eval_flops(cfg, arm)),
                           flops_how="counted", precision=prec, steps=steps * seeds, gpu_mem_gb=mem / 1e9,
-                          mem_how="counted", bytes_read=clips * CLIP_BYTES, host_s=_host(cfg, clips),
+                          mem_how="counted, upper bound", bytes_read=clips * CLIP_BYTES, host_s=_host(cfg, clips),
                           note=f"{seeds} seeds in series, prune {prune}, test {cfg.data.test_segments} "
                                f"segments/video; {how}"))
     for arm in SKIPPED_ON_VIDEO:
@@ -118,23 +118,35 @@ def job_costs(cfg) -> list[Cost]:
     return costs
 
 
-def probe_step(cfg, device: str = "cpu"):
-    """One VideoMAE pre-training step (tube masking, the largest decoder) at the configured clip size,
-    batch and precision, AdamW included. Returns a callable."""
-    from .model import build_autoencoder
+PROBE_PHASES = ("pretrain", "finetune")
+
+
+def probe_step(cfg, device: str = "cpu", phase: str = "pretrain"):
+    """One training step at the configured clip size, batch and precision, AdamW included: `pretrain`,
+    VideoMAE tube masking (the largest decoder); `finetune`, the classifier over every token (the
+    largest activation memory). Returns a callable."""
+    from .model import VideoClassifier, build_autoencoder, build_encoder
     from .selection import tube_mask
 
-    model = build_autoencoder(cfg).to(device)
+    d, m = cfg.data, cfg.model
+    b = int(cfg[phase].batch)
+    if phase == "pretrain":
+        model = build_autoencoder(cfg).to(device)
+    else:
+        model = VideoClassifier(build_encoder(cfg), int(d.num_classes), "none").to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
-    d, m, b = cfg.data, cfg.model, int(cfg.pretrain.batch)
     video = torch.rand(b, int(d.channels), int(d.frames), int(d.size), int(d.size), device=device)
+    labels = torch.zeros(b, dtype=torch.long, device=device)
     slices, positions = int(d.frames) // int(m.tubelet), (int(d.size) // int(m.patch)) ** 2
     gen = torch.Generator().manual_seed(0)
 
     def step():
-        vis, tgt = (t.to(device) for t in tube_mask(b, slices, positions, float(cfg.selection.mask_ratio), gen))
         with autocast(device, str(cfg.trainer.precision)):
-            loss = model(video, vis, tgt)
+            if phase == "pretrain":
+                vis, tgt = (t.to(device) for t in tube_mask(b, slices, positions, float(cfg.selection.mask_ratio), gen))
+                loss = model(video, vis, tgt)
+            else:
+                loss = torch.nn.functional.cross_entropy(model(video).float(), labels)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
