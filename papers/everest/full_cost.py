@@ -18,6 +18,7 @@ from shared.cost_plan import Cost, autocast, count_step, param_bytes
 
 DECODE_S_PER_CLIP = 0.0625     # one 16-frame clip read and decoded by PyAV on one thread (stated)
 CLIP_BYTES = 0.5e6             # an average UCF101 .avi (6.5 GB / 13,320 videos), read once per draw
+RULE_CPUS = 16                 # cpus_per_task of the training rules in profiles/slurm
 TEST_VIDEOS = 3783             # UCF101 split-1 test list
 PRETRAIN_ARMS = ("videomae", "everest", "ascending")
 FINETUNE_PRUNE = {"videomae": "none", "videomae_pruned": "top", "everest": "top", "everest_full": "none",
@@ -70,16 +71,23 @@ def _eval_flops(cfg, arm: str) -> float:
     return f * TEST_VIDEOS * int(cfg.data.test_segments)
 
 
+def _workers(cfg) -> int:
+    """Decoding processes: `data.workers` (absent: 0, decoding in the training process; -1: the rule's
+    CPUs less one, RULE_CPUS stated from profiles/slurm)."""
+    w = int(cfg.data.get("workers", 0) or 0)
+    return RULE_CPUS - 1 if w < 0 else max(1, w)
+
+
 def _host(cfg, clips: float) -> float:
-    workers = int(cfg.data.get("workers", 0) or 0)
-    return clips * DECODE_S_PER_CLIP / max(1, workers)
+    return clips * DECODE_S_PER_CLIP / _workers(cfg)
 
 
 def job_costs(cfg) -> list[Cost]:
     seeds, prec = len(cfg.seeds), str(cfg.trainer.precision)
     costs = []
-    workers = int(cfg.data.get("workers", 0) or 0)
-    how = f"decoding {DECODE_S_PER_CLIP * 1e3:.0f} ms/clip on {max(1, workers)} process(es) (stated)"
+    how = f"decoding {DECODE_S_PER_CLIP * 1e3:.0f} ms/clip on {_workers(cfg)} process(es) (stated)"
+    grid = len(cfg.finetune.get("lr_grid", []) or [])
+    runs = seeds + max(0, grid - 1)   # an lr grid: the first seed fine-tunes at every lr
     for arm in PRETRAIN_ARMS:
         steps, b = int(cfg.pretrain.steps), int(cfg.pretrain.batch)
         f, mem = step_cost(cfg, "pretrain", arm)
@@ -90,12 +98,21 @@ def job_costs(cfg) -> list[Cost]:
     for arm, prune in FINETUNE_PRUNE.items():
         steps, b = int(cfg.finetune.steps), int(cfg.finetune.batch)
         f, mem = step_cost(cfg, "finetune", arm)
-        clips = seeds * (steps * b + TEST_VIDEOS * int(cfg.data.test_segments))
-        costs.append(Cost(f"finetune_{arm}", "gpu", flops=seeds * (f * steps + _eval_flops(cfg, arm)),
-                          flops_how="counted", precision=prec, steps=steps * seeds, gpu_mem_gb=mem / 1e9,
+        clips = runs * (steps * b + TEST_VIDEOS * int(cfg.data.test_segments))
+        costs.append(Cost(f"finetune_{arm}", "gpu", flops=runs * (f * steps + _eval_flops(cfg, arm)),
+                          flops_how="counted", precision=prec, steps=steps * runs, gpu_mem_gb=mem / 1e9,
                           mem_how="counted, upper bound", bytes_read=clips * CLIP_BYTES, host_s=_host(cfg, clips),
                           note=f"{seeds} seeds in series, prune {prune}, test {cfg.data.test_segments} "
                                f"segments/video; {how}"))
+    fractions = [float(x) for x in (cfg.get("budget_curve", {}) or {}).get("fractions", [])][:-1]
+    for arm in ("videomae", "everest") if fractions else ():   # the budget curve's shorter pre-trainings
+        pre = next(c for c in costs if c.experiment == f"pretrain_{arm}")
+        fin = next(c for c in costs if c.experiment == f"finetune_{arm if arm == 'videomae' else 'everest'}")
+        for name, base, scale in ((f"budget_pretrain_{arm}", pre, sum(fractions)), (f"budget_finetune_{arm}", fin, len(fractions))):
+            costs.append(Cost(name, "gpu", flops=base.flops * scale, flops_how=base.flops_how, precision=prec,
+                              steps=round(base.steps * scale), gpu_mem_gb=base.gpu_mem_gb, mem_how=base.mem_how,
+                              bytes_read=base.bytes_read * scale, host_s=base.host_s * scale,
+                              note=f"budget curve at fractions {fractions} of {base.experiment}'s length"))
     for arm in SKIPPED_ON_VIDEO:
         for phase in ("pretrain", "finetune"):
             costs.append(Cost(f"{phase}_{arm}", "gpu", flops_how="stated", precision=prec, host_s=60,
