@@ -187,7 +187,8 @@ def make_row(paper: str, rule: str, job: str, cost: Cost, resources: dict) -> Ro
     gpu_asked = int(resources.get("gpu", 0) or 0) or int(str(resources.get("gres", "gpu:0")).rsplit(":", 1)[-1] or 0)
     row = Row(paper=paper, rule=rule, job=job, experiment=cost.experiment, device=cost.device,
               precision=cost.precision if cost.device == "gpu" else "fp32 (CPU)", tflops=cost.flops / 1e12,
-              flops_how=cost.flops_how if cost.device == "gpu" or cost.flops else (cost.cpu_how or cost.flops_how),
+              flops_how=cost.flops_how if cost.device == "gpu" else (
+                  f"{cost.flops_how if cost.flops else '-'}; time: {cost.cpu_how or 'stated'}"),
               gpu_mem_gb=cost.gpu_mem_gb, mem_how=cost.mem_how if cost.device == "gpu" else "-",
               data_read_gb=cost.bytes_read / 1e9, est_h={g: wall_seconds(cost, g) / 3600 for g in GPUS},
               limit_h=float(resources.get("runtime", 0)) / 60, mem_limit_gb=float(resources.get("mem_mb", 0)) / 1000,
