@@ -126,6 +126,47 @@ def autocast(device, precision: str):
     return torch.autocast(kind, dtype=dtype)
 
 
+# Stable Diffusion 1.5's published architecture (diffusers configs), for models built without weights.
+SD15_UNET = dict(in_channels=4, out_channels=4, block_out_channels=(320, 640, 1280, 1280), layers_per_block=2,
+                 down_block_types=("CrossAttnDownBlock2D",) * 3 + ("DownBlock2D",),
+                 up_block_types=("UpBlock2D",) + ("CrossAttnUpBlock2D",) * 3, cross_attention_dim=768,
+                 attention_head_dim=8)
+SD15_VAE = dict(in_channels=3, out_channels=3, block_out_channels=(128, 256, 512, 512), latent_channels=4,
+                down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
+                layers_per_block=2)
+
+
+def sd15(device="meta", unet_in_channels: int = 4):
+    """SD-1.5-shaped UNet and VAE with random (or, on meta, no) weights, frozen. InstructPix2Pix's
+    UNet is the same with 8 input channels (the image latent concatenated)."""
+    import itertools
+
+    from diffusers import AutoencoderKL, UNet2DConditionModel
+
+    with torch.device(device):
+        unet = UNet2DConditionModel(**{**SD15_UNET, "in_channels": unet_in_channels})
+        vae = AutoencoderKL(**SD15_VAE)
+    for p in itertools.chain(unet.parameters(), vae.parameters()):
+        p.requires_grad_(False)
+    return unet, vae
+
+
+def sd15_part_costs(image_size: int, unet_in_channels: int = 4) -> dict:
+    """{part: (forward FLOPs, saved bytes)} of SD-1.5's UNet, decoder and encoder on one image of this
+    size, counted on meta (saved bytes: what a backward to the latent keeps), and the weights' bytes."""
+    unet, vae = sd15("meta", unet_in_channels)
+    lat = image_size // 8
+    with torch.device("meta"):
+        z = torch.empty(1, 4, lat, lat, requires_grad=True)
+        zu = torch.empty(1, unet_in_channels, lat, lat, requires_grad=True)
+        x = torch.empty(1, 3, image_size, image_size, requires_grad=True)
+        c = torch.empty(1, 77, 768)
+        return {"unet": count_step(lambda: unet(zu, torch.tensor([500]), c).sample),
+                "dec": count_step(lambda: vae.decode(z).sample),
+                "enc": count_step(lambda: vae.encode(x).latent_dist.mean),
+                "weights": (0, sum(p.numel() * 4 for m in (unet, vae) for p in m.parameters()))}
+
+
 def transformer_flops(tokens: float, dim: int, depth: int, mlp_ratio: float = 4.0) -> float:
     """Forward FLOPs of `depth` pre-norm ViT blocks over `tokens` tokens of width `dim` (per sequence:
     QKV + output projections 8·N·d², MLP 4·r·N·d², attention scores and values 4·N²·d)."""

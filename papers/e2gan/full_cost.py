@@ -7,8 +7,8 @@ loops (bases per seed and per ablation kind; every scratch arm to `scratch.max_s
 bound; fine-tuning arms × new concepts × `finetune.steps`; the rank search's probes; the lr grids),
 an upper bound where early stopping may cut it. Teacher (InstructPix2Pix) edits are charged to the
 first job in the DAG that needs each concept's pairs (they are cached under the run's checkpoints):
-EDIT_FLOPS each, 3 guidance branches × `teacher.steps` UNet passes + the VAE, counted with P2L's SD-1.5
-shapes. Jobs whose rule runs on the CPU partition are costed at the stated CPU rate.
+3 guidance branches × `teacher.steps` UNet passes + the VAE each, counted on SD-1.5's shapes with
+the 8-channel input UNet. Jobs whose rule runs on the CPU partition are costed at the stated CPU rate.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import functools
 
 import torch
 
-from shared.cost_plan import CPU_FLOPS, Cost, autocast, count_step, param_bytes
+from shared.cost_plan import CPU_FLOPS, GPUS, PRECISION_PEAK, Cost, autocast, count_step, param_bytes, sd15_part_costs
 
 PIX_BYTES = 0.2e6          # one 256² scenery image read (stated)
 FD_NET_EDITS = 8700        # InstructPix2Pix edits the fd network trains on at full (stated, from its run log)
@@ -53,9 +53,7 @@ def _step(cfg, pix2pix: bool = False) -> tuple[int, int, int]:
 
 @functools.lru_cache(maxsize=2)
 def edit_flops(resolution: int, steps: int) -> float:
-    from papers.p2l.full_cost import part_costs
-
-    parts = part_costs(resolution)
+    parts = sd15_part_costs(resolution, unet_in_channels=8)   # InstructPix2Pix: SD-1.5 with 8 input channels
     return 3 * steps * parts["unet"][0] + parts["enc"][0] + parts["dec"][0]
 
 
@@ -73,7 +71,6 @@ def job_costs(cfg) -> list[Cost]:
     def job(name, e2_steps=0, p2p_steps=0, edits=0, device="gpu", note=""):
         flops = e2_steps * e2[0] + p2p_steps * p2[0]
         # teacher edits run at their own precision: express them as FLOPs at the job's peak
-        from shared.cost_plan import GPUS, PRECISION_PEAK
         scale = GPUS["H100-SXM"][PRECISION_PEAK[prec]] / GPUS["H100-SXM"][PRECISION_PEAK[t_prec]] if device == "gpu" else 1.0
         total = flops + edits * edit * scale
         images = (e2_steps + p2p_steps) * int(cfg.train.batch_size) + edits

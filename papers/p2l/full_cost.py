@@ -10,48 +10,24 @@ grid point on the validation images (experiments.tuning_grid), then every method
 from __future__ import annotations
 
 import functools
-import itertools
 
 import torch
 
-from shared.cost_plan import Cost, autocast, count_step
+from shared.cost_plan import Cost, autocast, sd15, sd15_part_costs
 
-SD_UNET = dict(in_channels=4, out_channels=4, block_out_channels=(320, 640, 1280, 1280), layers_per_block=2,
-               down_block_types=("CrossAttnDownBlock2D",) * 3 + ("DownBlock2D",),
-               up_block_types=("UpBlock2D",) + ("CrossAttnUpBlock2D",) * 3, cross_attention_dim=768,
-               attention_head_dim=8)
-SD_VAE = dict(in_channels=3, out_channels=3, block_out_channels=(128, 256, 512, 512), latent_channels=4,
-              down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
-              layers_per_block=2)
 TEXT_TOKENS = 77
 SD_BYTES = 4.3e9       # the fp32 UNet + VAE + CLIP text encoder read from sd_path (stated)
 IMAGE_BYTES = 0.4e6    # one 512² PNG of FFHQ (stated)
 
 
 def build(device="meta"):
-    from diffusers import AutoencoderKL, UNet2DConditionModel
-
-    with torch.device(device):
-        unet = UNet2DConditionModel(**SD_UNET)
-        vae = AutoencoderKL(**SD_VAE)
-    for p in itertools.chain(unet.parameters(), vae.parameters()):
-        p.requires_grad_(False)   # the solver differentiates through the frozen prior, never trains it
-    return unet, vae
+    """SD-1.5's UNet and VAE, random weights, frozen (the solver differentiates through them)."""
+    return sd15(device)
 
 
 @functools.lru_cache(maxsize=4)
 def part_costs(image_size: int) -> dict:
-    """{part: (forward FLOPs, saved bytes)} of the UNet, decoder and encoder at one image, counted on meta."""
-    unet, vae = build()
-    lat = image_size // 8
-    with torch.device("meta"):
-        z = torch.empty(1, 4, lat, lat, requires_grad=True)
-        x = torch.empty(1, 3, image_size, image_size, requires_grad=True)
-        c = torch.empty(1, TEXT_TOKENS, 768)
-        return {"unet": count_step(lambda: unet(z, torch.tensor([500]), c).sample),
-                "dec": count_step(lambda: vae.decode(z).sample),
-                "enc": count_step(lambda: vae.encode(x).latent_dist.mean),
-                "weights": (0, sum(p.numel() * 4 for p in itertools.chain(unet.parameters(), vae.parameters())))}
+    return sd15_part_costs(image_size)
 
 
 def step_flops(method: str, image_size: int, hp: dict | None = None) -> tuple[float, float]:
