@@ -5,10 +5,10 @@ sets each estimate against the runtime and memory its SLURM rule asks for.
 Wall time on a GPU = max(FLOPs / (peak × U_COMPUTE), HBM bytes / (bandwidth × U_MEMORY), host floor)
 + steps × STEP_OVERHEAD_S, where the host floor is CPU work the GPU waits on (video decoding, a solver
 on the CPU) and the per-step overhead stands for launches, the optimizer and Lightning's loop. A CPU
-job's wall time is its single-thread seconds (every rule runs with OMP_NUM_THREADS=1) divided by the
-threads it uses. How each number was obtained is a column: `counted` (torch's FlopCounterMode on the
+job's wall time is its single-thread seconds divided by the threads its command gets (OMP_NUM_THREADS,
+from the rule's cpus_per_task at full) × THREAD_EFFICIENCY, plus its I/O (host_s). How each number was obtained is a column: `counted` (torch's FlopCounterMode on the
 meta device, real shapes, no weights), `analytic` (a closed formula in the paper's full_cost.py),
-`probed` (one real-shape step timed on this CPU) or `stated` (a rate or size written down, not measured).
+`probed` (a rate timed on this CPU) or `stated` (a rate or size written down, not measured).
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ DEFAULT_GPU = "H100-SXM"
 U_COMPUTE = 0.35      # model FLOP utilisation assumed for training/solving steps (stated, not measured)
 U_MEMORY = 0.7        # fraction of HBM bandwidth reached by memory-bound kernels (stated)
 STEP_OVERHEAD_S = 0.005   # per optimisation/solver step: launches, optimizer, the training loop (stated)
+THREAD_EFFICIENCY = 0.7   # parallel efficiency of torch's intra-op threads on a CPU job (stated)
 CPU_FLOPS = 20e9      # one CPU thread's sustained fp32 FLOP/s for small-batch torch work (stated)
 # Lightning precision names -> the peak that applies ("32-true": fp32 matmuls; torch leaves TF32 off
 # for matmuls by default, so the fp32 peak is used, a conservative bound for convolutions).
@@ -49,7 +50,7 @@ class Cost:
     mem_how: str = "analytic"
     hbm_bytes: float = 0.0        # bytes through HBM (roofline memory term); 0: compute bound
     bytes_read: float = 0.0       # data read from storage over the job
-    host_s: float = 0.0           # host-bound floor the GPU waits on (decoding, CPU solvers)
+    host_s: float = 0.0           # host-bound floor the GPU waits on (decoding, CPU solvers); CPU jobs: I/O
     cpu_s: float = 0.0            # CPU jobs: single-thread seconds
     cpu_how: str = ""
     threads: int = 1
@@ -177,7 +178,8 @@ def transformer_flops(tokens: float, dim: int, depth: int, mlp_ratio: float = 4.
 def wall_seconds(cost: Cost, gpu: str = DEFAULT_GPU) -> float:
     """Estimated wall seconds of the job (module docstring)."""
     if cost.device == "cpu":
-        return cost.cpu_s / max(1, cost.threads)
+        threads = max(1, cost.threads)
+        return cost.cpu_s / (threads * (THREAD_EFFICIENCY if threads > 1 else 1.0)) + cost.host_s
     spec = GPUS[gpu]
     peak = spec[PRECISION_PEAK.get(cost.precision, "fp32")]
     roof = max(cost.flops / (peak * U_COMPUTE), cost.hbm_bytes / (spec["hbm_bw"] * U_MEMORY), cost.host_s)
@@ -289,7 +291,8 @@ def markdown(rows: list[Row]) -> str:
                      f"{sum(not r.fits for r in prs)} |")
     lines += ["", f"Assumptions (stated, not measured): compute utilisation {U_COMPUTE:.0%} of the datasheet peak "
               f"of the job's precision, {U_MEMORY:.0%} of HBM bandwidth, {STEP_OVERHEAD_S * 1e3:.0f} ms per step of "
-              f"overhead, {CPU_FLOPS / 1e9:.0f} GFLOP/s per CPU thread where no probe was run; fits is judged on "
+              f"overhead, {CPU_FLOPS / 1e9:.0f} GFLOP/s per CPU thread where no probe was run, {THREAD_EFFICIENCY:.0%} "
+              f"parallel efficiency above one thread (threads: the job's OMP_NUM_THREADS); fits is judged on "
               f"{DEFAULT_GPU}" + (f"; CPU rate probed on the planning machine (shared, under load): "
                                   f"{_CPU_RATE[0] / 1e9:.1f} GFLOP/s per thread" if _CPU_RATE else "") + ". Peaks: " + "; ".join(
                   f"{g} bf16 {s['bf16'] / 1e12:.0f}, tf32 {s['tf32'] / 1e12:.0f}, fp32 {s['fp32'] / 1e12:.1f} TFLOP/s, "

@@ -11,6 +11,7 @@ limits or has no estimate (the table is still written).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import os
 import re
@@ -91,6 +92,8 @@ def plan(jobs: list[dict], costs: dict[str, dict[str, Cost]] | None = None) -> t
                               f"estimate for experiment {exp!r}")
                 continue
             cost = costs[paper][exp]
+        threads = re.search(r"\bOMP_NUM_THREADS=(\d+)", job["shell"])
+        cost = dataclasses.replace(cost, threads=int(threads.group(1)) if threads else 1)
         rows.append(make_row(paper, job["rule"], job["wildcards"] or exp or job["rule"], cost, job["resources"]))
     rows.sort(key=lambda r: (r.paper, r.rule, r.job))
     return rows, errors
