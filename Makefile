@@ -57,8 +57,9 @@ rehearse-gpu: install
 # with its FLOPs, GPU memory, data read and estimated hours on H100/A100 against its rule's limits, in
 # benchmarks/plan_full.{csv,md}; the README's "Cost of the full profile" summary is rewritten from it.
 # Exits 1 (table written) when a job does not fit.
+PLAN_GPU ?= H100-SXM
 plan: install
-	$(PY) tools/plan.py --out benchmarks/plan_full --readme README.md
+	$(PY) tools/plan.py --out benchmarks/plan_full --gpu $(PLAN_GPU) $(if $(filter H100-SXM,$(PLAN_GPU)),--readme README.md,)
 
 # On a GPU machine (<= 10 min): the kernels' compiled tests and bench, one real-shape step per paper
 # (s/step, peak memory; results/gpu_smoke/probe_steps.csv) and the rehearsal on CUDA. Without CUDA it

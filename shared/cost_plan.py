@@ -206,6 +206,7 @@ class Row:
     gpu_asked: int = 0
     fits: bool = True
     why: str = ""
+    judged_on: str = DEFAULT_GPU
     note: str = ""
 
 
@@ -221,11 +222,11 @@ def check(row: Row, cost: Cost, gpu: str = DEFAULT_GPU) -> Row:
         why.append("uses a GPU, rule asks none")
     if cost.host_mem_gb and cost.host_mem_gb > row.mem_limit_gb:
         why.append(f"host memory {cost.host_mem_gb:.0f} GB > {row.mem_limit_gb:.0f} GB")
-    row.fits, row.why = not why, "; ".join(why)
+    row.fits, row.why, row.judged_on = not why, "; ".join(why), gpu
     return row
 
 
-def make_row(paper: str, rule: str, job: str, cost: Cost, resources: dict) -> Row:
+def make_row(paper: str, rule: str, job: str, cost: Cost, resources: dict, gpu: str = DEFAULT_GPU) -> Row:
     """One table row: the cost against the rule's resources (runtime minutes, mem_mb, gpu/gres)."""
     gpu_asked = int(resources.get("gpu", 0) or 0) or int(str(resources.get("gres", "gpu:0")).rsplit(":", 1)[-1] or 0)
     row = Row(paper=paper, rule=rule, job=job, experiment=cost.experiment, device=cost.device,
@@ -236,7 +237,7 @@ def make_row(paper: str, rule: str, job: str, cost: Cost, resources: dict) -> Ro
               data_read_gb=cost.bytes_read / 1e9, est_h={g: wall_seconds(cost, g) / 3600 for g in GPUS},
               limit_h=float(resources.get("runtime", 0)) / 60, mem_limit_gb=float(resources.get("mem_mb", 0)) / 1000,
               host_mem_gb=cost.host_mem_gb, gpu_asked=gpu_asked, note=cost.note)
-    return check(row, cost)
+    return check(row, cost, gpu)
 
 
 COLUMNS = ["paper", "rule", "job", "experiment", "device", "precision", "TFLOPs", "flops_how", "gpu_mem_GB",
@@ -264,7 +265,7 @@ def cpu_hours(rows: list[Row]) -> dict[str, float]:
     out: dict[str, float] = {}
     for r in rows:
         if r.device == "cpu":
-            out[r.paper] = out.get(r.paper, 0.0) + r.est_h[DEFAULT_GPU]
+            out[r.paper] = out.get(r.paper, 0.0) + r.est_h[r.judged_on]
     return out
 
 
@@ -293,7 +294,7 @@ def markdown(rows: list[Row]) -> str:
               f"of the job's precision, {U_MEMORY:.0%} of HBM bandwidth, {STEP_OVERHEAD_S * 1e3:.0f} ms per step of "
               f"overhead, {CPU_FLOPS / 1e9:.0f} GFLOP/s per CPU thread where no probe was run, {THREAD_EFFICIENCY:.0%} "
               f"parallel efficiency above one thread (threads: the job's OMP_NUM_THREADS); fits is judged on "
-              f"{DEFAULT_GPU}" + (f"; CPU rate probed on the planning machine (shared, under load): "
+              f"{rows[0].judged_on if rows else DEFAULT_GPU}" + (f"; CPU rate probed on the planning machine (shared, under load): "
                                   f"{_CPU_RATE[0] / 1e9:.1f} GFLOP/s per thread" if _CPU_RATE else "") + ". Peaks: " + "; ".join(
                   f"{g} bf16 {s['bf16'] / 1e12:.0f}, tf32 {s['tf32'] / 1e12:.0f}, fp32 {s['fp32'] / 1e12:.1f} TFLOP/s, "
                   f"HBM {s['hbm_bw'] / 1e12:.2f} TB/s" for g, s in GPUS.items()) + ".", ""]

@@ -16,14 +16,15 @@ def test_gpu_smoke_stops_with_one_line_without_cuda():
     assert len(run.stdout.strip().splitlines()) == 1 and "no CUDA" in run.stdout
 
 
-def test_probe_rows_on_cpu_at_tiny_shapes(tmp_path):
-    """The smoke's per-paper loop and CSV, on the CPU at the tiny profile (the GPU run uses full and cuda)."""
+def test_probe_rows_on_cpu_at_small_shapes(tmp_path):
+    """The smoke's per-paper loop and CSV, on the CPU at the smoke profile's shapes (the GPU run: full, cuda)."""
     import csv
     sys.path.insert(0, str(REPO / "tools"))
     import gpu_smoke
 
     info = {"gpu": "cpu", "driver": "-", "torch": torch.__version__, "cuda": "-", "triton": "-"}
-    rows = gpu_smoke.probe_papers(["everest", "freebind", "mmp"], tmp_path, info, device="cpu", profile="tiny")
+    rows = gpu_smoke.probe_papers(["everest", "freebind", "mmp"], tmp_path, info, device="cpu", profile="smoke",
+                                   warmup=0, reps=1)
     assert [r["paper"] for r in rows] == ["everest:pretrain", "everest:finetune", "freebind", "mmp"]
     assert all(r["status"] == "ok" and r["s_per_step"] > 0 for r in rows), rows
     with (tmp_path / "probe_steps.csv").open() as f:

@@ -24,6 +24,19 @@ sys.path.insert(0, str(REPO))
 PAPERS = ("p2l", "everest", "e2gan", "freebind", "mmp")
 
 
+BUDGET_S = 600          # the whole smoke, on one GPU
+KERNELS_S = 240         # the kernels' tests and bench
+
+
+def run_within(cmd: list[str], seconds: float, env: dict | None = None) -> int:
+    """The command's exit status, 124 when it ran past `seconds` (then it is stopped)."""
+    try:
+        return subprocess.run(cmd, cwd=REPO, env=env, timeout=seconds).returncode
+    except subprocess.TimeoutExpired:
+        print(f"gpu-smoke: {' '.join(cmd)} stopped after {seconds:.0f} s", flush=True)
+        return 124
+
+
 def versions() -> dict:
     import torch
 
@@ -59,7 +72,8 @@ def time_step(step, warmup: int = 2, reps: int = 3, device: str = "cuda") -> tup
     return (time.perf_counter() - t) / reps, torch.cuda.max_memory_allocated() / 2 ** 30 if cuda else float("nan")
 
 
-def probe_papers(papers, out: Path, info: dict, device: str = "cuda", profile: str = "full") -> list[dict]:
+def probe_papers(papers, out: Path, info: dict, device: str = "cuda", profile: str = "full",
+                 warmup: int = 2, reps: int = 3) -> list[dict]:
     """One probe step per paper (and phase) at `profile`'s shapes on `device`, into out/probe_steps.csv.
     The smoke runs the full profile on CUDA; tests run a small profile on the CPU."""
     import torch
@@ -75,7 +89,7 @@ def probe_papers(papers, out: Path, info: dict, device: str = "cuda", profile: s
             row, step = {"paper": name, "precision": str(cfg.trainer.precision), **info}, None
             try:
                 step = module.probe_step(cfg, device, **({} if phase is None else {"phase": phase}))
-                row["s_per_step"], row["peak_gib"] = time_step(step, device=device)
+                row["s_per_step"], row["peak_gib"] = time_step(step, warmup, reps, device)
                 row["status"] = "ok"
             except Exception as exc:   # one paper's failure (an OOM included) is a row, not the end
                 row["status"] = f"FAILED: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
@@ -106,19 +120,21 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("gpu-smoke: no CUDA device (torch.cuda.is_available() is False); nothing run")
         return 2
+    start = time.monotonic()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     info = versions()
     print(f"gpu-smoke: {info}", flush=True)
     status = 0
     if not args.skip_kernels:
-        rc = subprocess.run(["bash", "kernels/gpu_check.sh"], cwd=REPO, env=dict(os.environ, OUT=str(out / "kernels"))).returncode
+        rc = run_within(["bash", "kernels/gpu_check.sh"], KERNELS_S, env=dict(os.environ, OUT=str(out / "kernels")))
         print(f"gpu-smoke: kernels tests + bench rc={rc}", flush=True)
         status |= rc != 0
     rows = probe_papers([p for p in args.papers.split(",") if p], out, info)
     status |= any(r["status"] != "ok" for r in rows)
     if not args.skip_rehearsal:
-        rc = subprocess.run(["make", "rehearse-gpu"], cwd=REPO).returncode
+        left = BUDGET_S - (time.monotonic() - start)
+        rc = run_within(["make", "rehearse-gpu"], max(60, left))
         print(f"gpu-smoke: full-profile rehearsal on cuda rc={rc} (log: results/rehearsal-gpu.log)", flush=True)
         status |= rc != 0
     print(f"gpu-smoke: {'ok' if not status else 'FAILED'}; {out / 'probe_steps.csv'}")

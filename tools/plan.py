@@ -70,7 +70,8 @@ def paper_costs(paper: str) -> dict[str, Cost]:
     return {c.experiment: c for c in module.job_costs(cfg)}
 
 
-def plan(jobs: list[dict], costs: dict[str, dict[str, Cost]] | None = None) -> tuple[list, list[str]]:
+def plan(jobs: list[dict], costs: dict[str, dict[str, Cost]] | None = None,
+         gpu: str = DEFAULT_GPU) -> tuple[list, list[str]]:
     """(rows, errors): one row per job; an error for each job without an estimate."""
     costs = {} if costs is None else costs
     rows, errors = [], []
@@ -94,7 +95,7 @@ def plan(jobs: list[dict], costs: dict[str, dict[str, Cost]] | None = None) -> t
             cost = costs[paper][exp]
         threads = re.search(r"\bOMP_NUM_THREADS=(\d+)", job["shell"])
         cost = dataclasses.replace(cost, threads=int(threads.group(1)) if threads else 1)
-        rows.append(make_row(paper, job["rule"], job["wildcards"] or exp or job["rule"], cost, job["resources"]))
+        rows.append(make_row(paper, job["rule"], job["wildcards"] or exp or job["rule"], cost, job["resources"], gpu))
     rows.sort(key=lambda r: (r.paper, r.rule, r.job))
     return rows, errors
 
@@ -119,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "plan_full"), help="writes OUT.csv and OUT.md")
     ap.add_argument("--dry-run-log", help="parse this saved `snakemake -n` output instead of running one")
+    ap.add_argument("--gpu", default=DEFAULT_GPU, choices=sorted(GPUS), help="the GPU the fit is judged on")
     ap.add_argument("--readme", help="rewrite the summary between this file's plan markers from the table")
     args = ap.parse_args(argv)
     if args.dry_run_log:
@@ -127,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             text = dry_run(tmp)
     jobs = parse_jobs(text)
-    rows, errors = plan(jobs)
+    rows, errors = plan(jobs, gpu=args.gpu)
     out = Path(args.out)
     write_csv(rows, out.with_suffix(".csv"))
     md = markdown(rows)
@@ -138,10 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.readme:
         update_readme(Path(args.readme), md, out.with_suffix(".md"))
     print(f"plan: {len(jobs)} jobs of the full profile -> {out}.csv, {out}.md")
-    for paper, h in sorted(gpu_hours(rows).items()):
+    for paper, h in sorted(gpu_hours(rows, args.gpu).items()):
         others = ", ".join(f"{g} {sum(r.est_h[g] for r in rows if r.paper == paper and r.device == 'gpu'):.1f}"
-                           for g in GPUS if g != DEFAULT_GPU)
-        print(f"  {paper:9s} {h:8.1f} GPU-h on {DEFAULT_GPU} ({others})")
+                           for g in GPUS if g != args.gpu)
+        print(f"  {paper:9s} {h:8.1f} GPU-h on {args.gpu} ({others})")
     bad = [r for r in rows if not r.fits]
     for r in bad:
         print(f"  DOES NOT FIT: {r.rule} {r.job}: {r.why}")

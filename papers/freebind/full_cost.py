@@ -53,14 +53,15 @@ def job_costs(cfg) -> list[Cost]:
 
 
 def probe_step(cfg, device: str = "cpu"):
-    """One projector mixture applied to a batch of 4096 embeddings and scored against a 1000-class
-    gallery, at the configured precision (the full job's inner loop). Returns a callable."""
+    """One projector mixture applied to a batch of 4096 ImageBind-sized embeddings and scored against a
+    1000-class gallery, at the configured precision (the full job's inner loop). Returns a callable."""
     from .projector import Projector
 
-    hidden = int(cfg.full.get("proj_hidden", 2048)) if "full" in cfg else 2048
-    d = 1024
+    real = bool(cfg.full.get("embeddings_dir"))   # the full profile; smaller profiles probe a small shape
+    hidden = int(cfg.full.get("proj_hidden", 2048)) if real else int(cfg.bonds.hidden)
+    d, n = (1024, 4096) if real else (64, 256)
     members = [Projector(d, d, hidden).to(device).eval() for _ in range(MEMBERS)]
-    x = torch.randn(4096, d, device=device)
+    x = torch.randn(n, d, device=device)
     gallery = torch.nn.functional.normalize(torch.randn(1000, d, device=device), dim=1)
 
     @torch.no_grad()
