@@ -283,7 +283,7 @@ def markdown(rows: list[Row]) -> str:
     """The summary (GPU-hours per paper, jobs that do not fit, the assumptions) and the per-job table."""
     gh, ch = gpu_hours(rows), cpu_hours(rows)
     lines = ["GPU-hours per paper (estimated hours a GPU is held, waits on the host included; one GPU per job):", "",
-             "| paper | GPU jobs | " + " | ".join(f"GPU-h {g}" for g in GPUS) + " | CPU-h (1 thread) | jobs that do not fit |",
+             "| paper | GPU jobs | " + " | ".join(f"GPU-h {g}" for g in GPUS) + " | CPU-job wall h | jobs that do not fit |",
              "|---|---|" + "---|" * len(GPUS) + "---|---|"]
     for p in sorted(gh):
         prs = [r for r in rows if r.paper == p]
