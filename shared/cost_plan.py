@@ -20,10 +20,11 @@ from pathlib import Path
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-# Datasheet peaks (dense, no sparsity): NVIDIA H100 SXM5 80GB and A100 SXM4 80GB.
+# Datasheet peaks (dense, no sparsity): NVIDIA H100 SXM5 80GB, A100 SXM4 80GB and H200 SXM 141GB.
 GPUS: dict[str, dict[str, float]] = {
     "H100-SXM": {"bf16": 989e12, "fp16": 989e12, "tf32": 494.7e12, "fp32": 66.9e12, "hbm_bw": 3.35e12, "mem_gb": 80},
     "A100-80GB": {"bf16": 312e12, "fp16": 312e12, "tf32": 156e12, "fp32": 19.5e12, "hbm_bw": 2.039e12, "mem_gb": 80},
+    "H200": {"bf16": 989e12, "fp16": 989e12, "tf32": 494.7e12, "fp32": 66.9e12, "hbm_bw": 4.8e12, "mem_gb": 141},
 }
 DEFAULT_GPU = "H100-SXM"
 U_COMPUTE = 0.35      # model FLOP utilisation assumed for training/solving steps (stated, not measured)
@@ -173,6 +174,14 @@ def transformer_flops(tokens: float, dim: int, depth: int, mlp_ratio: float = 4.
     QKV + output projections 8·N·d², MLP 4·r·N·d², attention scores and values 4·N²·d)."""
     n = tokens
     return depth * (8 * n * dim ** 2 + 4 * mlp_ratio * n * dim ** 2 + 4 * n * n * dim)
+
+
+def gpu_key(name: str) -> str | None:
+    """The GPUS key of a device name as torch reports it ("NVIDIA H100 80GB HBM3" -> "H100-SXM")."""
+    for part, key in (("H200", "H200"), ("H100", "H100-SXM"), ("A100", "A100-80GB")):
+        if part in name.upper():
+            return key
+    return None
 
 
 def wall_seconds(cost: Cost, gpu: str = DEFAULT_GPU) -> float:

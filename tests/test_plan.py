@@ -77,3 +77,15 @@ def test_p2l_probe_step_at_full_shape_on_meta():
     from papers.p2l.full_cost import probe_step
 
     probe_step(load_config(REPO / "papers/p2l/config.yaml", "full"), "meta")()
+
+
+def test_measured_probe_steps_are_set_against_their_estimates(tmp_path):
+    """Once `make gpu-smoke` has written its CSV, the plan reads it: measured / estimated per paper;
+    a failed probe (an OOM) is a row with its status, not an error."""
+    head = "paper,precision,s_per_step,peak_gib,status,gpu,driver,torch,cuda,triton\n"
+    gpu = "NVIDIA H100 80GB HBM3,550.0,2.13.0,12.8,3.8"
+    (tmp_path / "probe_steps.csv").write_text(head + f"mmp,32-true,0.5,1.0,ok,{gpu}\n"
+                                              f"freebind,32-true,0,0,FAILED: OutOfMemoryError: x,{gpu}\n")
+    section, ratios = plan.measured_against_estimated(tmp_path / "probe_steps.csv")
+    assert set(ratios) == {"mmp"} and ratios["mmp"] > 1
+    assert "OutOfMemoryError" in section and "| mmp |" in section

@@ -6,7 +6,7 @@ with torch.cuda.max_memory_allocated, and the full-profile rehearsal with device
     python tools/gpu_smoke.py [--out results/gpu_smoke] [--papers p2l,everest,...] [--skip-kernels] [--skip-rehearsal]
 
 Writes <out>/probe_steps.csv (paper, s/step, peak GiB, precision, GPU name, driver, torch/CUDA/Triton
-versions). Without CUDA it prints one line and exits 2.
+versions; `make plan` sets each against its estimate). Without CUDA it prints one line and exits 2.
 """
 from __future__ import annotations
 

@@ -24,7 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from shared.config import load_config  # noqa: E402
-from shared.cost_plan import Cost, DEFAULT_GPU, GPUS, gpu_hours, make_row, markdown, write_csv  # noqa: E402
+from shared.cost_plan import (Cost, DEFAULT_GPU, GPUS, gpu_hours, gpu_key, make_row, markdown,  # noqa: E402
+                               wall_seconds, write_csv)
 
 PAPERS = ("p2l", "everest", "e2gan", "freebind", "mmp")
 JOB = re.compile(r"^(?:local)?rule (\w+):$(.*?)^ +resources: (.*?)$.*?^Shell command: (.*?)$", re.S | re.M)
@@ -100,6 +101,35 @@ def plan(jobs: list[dict], costs: dict[str, dict[str, Cost]] | None = None,
     return rows, errors
 
 
+def measured_against_estimated(csv_path: Path) -> tuple[str, dict[str, float]]:
+    """A Markdown section setting each probe step the GPU smoke timed (tools/gpu_smoke.py's CSV) against
+    the plan's estimate of the same step on that GPU, and {paper: measured / estimated} (the mean over
+    a paper's phases): the factor by which the plan's GPU times are off for that paper."""
+    import csv
+
+    lines = ["Measured against estimated (probe steps of `make gpu-smoke`, " + str(csv_path) + "):", "",
+             "| probe | GPU | precision | measured s/step | estimated s/step | measured / estimated | peak GiB |",
+             "|---|---|---|---|---|---|---|"]
+    ratios: dict[str, list[float]] = {}
+    with csv_path.open() as f:
+        for row in csv.DictReader(f):
+            paper, _, phase = row["paper"].partition(":")
+            gpu = gpu_key(row.get("gpu", ""))
+            if row.get("status") != "ok" or gpu is None:
+                lines.append(f"| {row['paper']} | {row.get('gpu')} | {row.get('precision')} | - | - | - | "
+                             f"{row.get('status')} |")
+                continue
+            cfg = load_config(REPO / "papers" / paper / "config.yaml", "full")
+            module = importlib.import_module(f"papers.{paper}.full_cost")
+            flops = module.probe_flops(cfg, phase) if phase else module.probe_flops(cfg)
+            est = wall_seconds(Cost("probe", "gpu", flops=flops, precision=row["precision"], steps=1), gpu)
+            ratio = float(row["s_per_step"]) / est
+            ratios.setdefault(paper, []).append(ratio)
+            lines.append(f"| {row['paper']} | {row['gpu']} | {row['precision']} | {float(row['s_per_step']):.4g} | "
+                         f"{est:.4g} | {ratio:.2f} | {float(row['peak_gib']):.3g} |")
+    return "\n".join(lines) + "\n", {p: sum(r) / len(r) for p, r in ratios.items()}
+
+
 BEGIN, END = "<!-- plan:begin (tools/plan.py writes this block) -->", "<!-- plan:end -->"
 
 
@@ -121,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "plan_full"), help="writes OUT.csv and OUT.md")
     ap.add_argument("--dry-run-log", help="parse this saved `snakemake -n` output instead of running one")
     ap.add_argument("--gpu", default=DEFAULT_GPU, choices=sorted(GPUS), help="the GPU the fit is judged on")
+    ap.add_argument("--measured", help="tools/gpu_smoke.py's probe_steps.csv: add a measured-against-estimated "
+                                       "section (default: results/gpu_smoke/probe_steps.csv when present)")
     ap.add_argument("--readme", help="rewrite the summary between this file's plan markers from the table")
     args = ap.parse_args(argv)
     if args.dry_run_log:
@@ -133,6 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     write_csv(rows, out.with_suffix(".csv"))
     md = markdown(rows)
+    measured = Path(args.measured) if args.measured else REPO / "results" / "gpu_smoke" / "probe_steps.csv"
+    if measured.is_file():
+        section, ratios = measured_against_estimated(measured)
+        md = md.replace("\n| paper | rule |", "\n" + section + "\n| paper | rule |", 1)
+        print("plan: measured / estimated step time per paper: " + ", ".join(f"{p} {r:.2f}" for p, r in ratios.items()))
     if errors:
         md = "Jobs without an estimate:\n\n" + "\n".join(f"- {e}" for e in errors) + "\n\n" + md
     out.with_suffix(".md").parent.mkdir(parents=True, exist_ok=True)

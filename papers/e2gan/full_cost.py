@@ -122,6 +122,11 @@ def job_costs(cfg) -> list[Cost]:
     return costs
 
 
+def probe_flops(cfg) -> float:
+    """FLOPs of one `probe_step` (the plan's estimate of it, for the smoke's measured s/step)."""
+    return float(_step(cfg)[0])
+
+
 def probe_step(cfg, device: str = "cpu"):
     """One E²GAN base-training GAN iteration (G and D, Adam) at the configured resolution, batch, text
     length and precision. Returns a callable."""

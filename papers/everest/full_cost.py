@@ -138,6 +138,11 @@ def job_costs(cfg) -> list[Cost]:
 PROBE_PHASES = ("pretrain", "finetune")
 
 
+def probe_flops(cfg, phase: str = "pretrain") -> float:
+    """FLOPs of one `probe_step` (the plan's estimate of it, for the smoke's measured s/step)."""
+    return step_cost(cfg, phase, "videomae")[0]
+
+
 def probe_step(cfg, device: str = "cpu", phase: str = "pretrain"):
     """One training step at the configured clip size, batch and precision, AdamW included: `pretrain`,
     VideoMAE tube masking (the largest decoder); `finetune`, the classifier over every token (the

@@ -52,6 +52,11 @@ def job_costs(cfg) -> list[Cost]:
     return costs
 
 
+def probe_flops(cfg) -> float:
+    """FLOPs of one full-shape `probe_step`, for the smoke's measured s/step."""
+    return 4096 * _projector_flops(1024, 1024, int(cfg.full.get("proj_hidden", 2048))) * MEMBERS + 2 * 4096 * 1000 * 1024
+
+
 def probe_step(cfg, device: str = "cpu"):
     """One projector mixture applied to a batch of 4096 ImageBind-sized embeddings and scored against a
     1000-class gallery, at the configured precision (the full job's inner loop). Returns a callable."""

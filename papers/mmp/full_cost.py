@@ -81,6 +81,11 @@ def job_costs(cfg) -> list[Cost]:
     return costs
 
 
+def probe_flops(cfg) -> float:
+    """FLOPs of one full-shape `probe_step` (ABMIL forward + backward on one bag)."""
+    return 3 * _per_patient_flops(cfg, "abmil")
+
+
 def probe_step(cfg, device: str = "cpu"):
     """One ABMIL training step on one bag of PATCHES (or, at a small data.dim, 1000) patches of the
     configured feature width, Adam included, at the configured precision. Returns a callable."""

@@ -99,6 +99,11 @@ def job_costs(cfg) -> list[Cost]:
     return costs
 
 
+def probe_flops(cfg) -> float:
+    """FLOPs of one `probe_step` (an LDPS step at the configured batch), for the smoke's measured s/step."""
+    return step_flops("ldps", int(cfg.image_size))[0] * int(cfg.solve.batch_size)
+
+
 def probe_step(cfg, device: str = "cpu"):
     """One LDPS solver step at the configured image size and batch, with random SD-1.5-shaped weights:
     UNet forward, Tweedie, decoder, the data-fidelity norm's gradient to z_t. Returns a callable."""
