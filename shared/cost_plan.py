@@ -30,6 +30,7 @@ DEFAULT_GPU = "H100-SXM"
 U_COMPUTE = 0.35      # model FLOP utilisation assumed for training/solving steps (stated, not measured)
 U_MEMORY = 0.7        # fraction of HBM bandwidth reached by memory-bound kernels (stated)
 STEP_OVERHEAD_S = 0.005   # per optimisation/solver step: launches, optimizer, the training loop (stated)
+MEM_HEADROOM = 1.2    # counted saved tensors + weights × this must fit the card: fragmentation, backward buffers (stated)
 THREAD_EFFICIENCY = 0.7   # parallel efficiency of torch's intra-op threads on a CPU job (stated)
 CPU_FLOPS = 20e9      # one CPU thread's sustained fp32 FLOP/s for small-batch torch work (stated)
 # Lightning precision names -> the peak that applies ("32-true": fp32 matmuls; torch leaves TF32 off
@@ -68,17 +69,20 @@ def count_flops(fn) -> int:
 
 def count_step(fn) -> tuple[int, int]:
     """(FLOPs, bytes of tensors saved for backward) of fn(), counted by FlopCounterMode and a
-    saved-tensors hook; on the meta device this needs no weights and no memory. Saved bytes count a
-    tensor saved twice twice (an upper bound of the activations a backward keeps)."""
-    saved = [0]
+    saved-tensors hook; on the meta device this needs no weights and no memory. A storage saved by
+    several ops or as several views counts once (its largest view): what a backward keeps, without the
+    allocator's fragmentation and the transient buffers of the backward itself."""
+    per_storage: dict[int, int] = {}
 
     def pack(t):
-        saved[0] += t.numel() * t.element_size()
+        # a storage saved by two ops (softmax's output and the matmul after it, as a view) counts once
+        key = t.untyped_storage()._cdata
+        per_storage[key] = max(per_storage.get(key, 0), t.numel() * t.element_size())
         return t
 
     with FlopCounterMode(display=False) as counter, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         fn()
-    return int(counter.get_total_flops()), saved[0]
+    return int(counter.get_total_flops()), sum(per_storage.values())
 
 
 def param_bytes(module: torch.nn.Module, trainable_states: int = 4) -> int:
@@ -225,8 +229,8 @@ def check(row: Row, cost: Cost, gpu: str = DEFAULT_GPU) -> Row:
     why = []
     if row.est_h[gpu] > row.limit_h:
         why.append(f"time {row.est_h[gpu]:.1f} h > {row.limit_h:.1f} h")
-    if cost.device == "gpu" and cost.gpu_mem_gb > GPUS[gpu]["mem_gb"]:
-        why.append(f"GPU memory {cost.gpu_mem_gb:.0f} GB > {GPUS[gpu]['mem_gb']:.0f} GB")
+    if cost.device == "gpu" and cost.gpu_mem_gb * MEM_HEADROOM > GPUS[gpu]["mem_gb"]:
+        why.append(f"GPU memory {cost.gpu_mem_gb:.0f} GB × {MEM_HEADROOM} > {GPUS[gpu]['mem_gb']:.0f} GB")
     if cost.device == "gpu" and not row.gpu_asked:
         why.append("uses a GPU, rule asks none")
     if cost.host_mem_gb and cost.host_mem_gb > row.mem_limit_gb:
@@ -301,7 +305,7 @@ def markdown(rows: list[Row]) -> str:
                      f"{sum(not r.fits for r in prs)} |")
     lines += ["", f"Assumptions (stated, not measured): compute utilisation {U_COMPUTE:.0%} of the datasheet peak "
               f"of the job's precision, {U_MEMORY:.0%} of HBM bandwidth, {STEP_OVERHEAD_S * 1e3:.0f} ms per step of "
-              f"overhead, {CPU_FLOPS / 1e9:.0f} GFLOP/s per CPU thread where no probe was run, {THREAD_EFFICIENCY:.0%} "
+              f"overhead, GPU memory × {MEM_HEADROOM} within the card, {CPU_FLOPS / 1e9:.0f} GFLOP/s per CPU thread where no probe was run, {THREAD_EFFICIENCY:.0%} "
               f"parallel efficiency above one thread (threads: the job's OMP_NUM_THREADS); fits is judged on "
               f"{rows[0].judged_on if rows else DEFAULT_GPU}" + (f"; CPU rate probed on the planning machine (shared, under load): "
                                   f"{_CPU_RATE[0] / 1e9:.1f} GFLOP/s per thread" if _CPU_RATE else "") + ". Peaks: " + "; ".join(

@@ -76,7 +76,7 @@ def job_costs(cfg) -> list[Cost]:
         images = (e2_steps + p2p_steps) * int(cfg.train.batch_size) + edits
         cost = Cost(name, device, flops=total, flops_how="counted", precision=prec,
                     steps=e2_steps + p2p_steps + edits * int(t.steps), gpu_mem_gb=mem_gb if device == "gpu" else 0,
-                    mem_how="counted, upper bound", bytes_read=images * PIX_BYTES,
+                    mem_how="counted", bytes_read=images * PIX_BYTES,
                     note=f"{e2_steps:,} E2GAN + {p2p_steps:,} pix2pix steps, {edits:,} teacher edits; {note}")
         if device == "cpu":
             cost.cpu_s, cost.cpu_how = total / CPU_FLOPS, "counted FLOPs at the stated CPU rate"

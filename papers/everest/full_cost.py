@@ -93,7 +93,7 @@ def job_costs(cfg) -> list[Cost]:
         f, mem = step_cost(cfg, "pretrain", arm)
         clips = seeds * steps * b
         costs.append(Cost(f"pretrain_{arm}", "gpu", flops=f * steps * seeds, flops_how="counted", precision=prec,
-                          steps=steps * seeds, gpu_mem_gb=mem / 1e9, mem_how="counted, upper bound", bytes_read=clips * CLIP_BYTES,
+                          steps=steps * seeds, gpu_mem_gb=mem / 1e9, mem_how="counted", bytes_read=clips * CLIP_BYTES,
                           host_s=_host(cfg, clips), note=f"{seeds} seeds in series; {how}"))
     for arm, prune in FINETUNE_PRUNE.items():
         steps, b = int(cfg.finetune.steps), int(cfg.finetune.batch)
@@ -101,7 +101,7 @@ def job_costs(cfg) -> list[Cost]:
         clips = runs * (steps * b + TEST_VIDEOS * int(cfg.data.test_segments))
         costs.append(Cost(f"finetune_{arm}", "gpu", flops=runs * (f * steps + _eval_flops(cfg, arm)),
                           flops_how="counted", precision=prec, steps=steps * runs, gpu_mem_gb=mem / 1e9,
-                          mem_how="counted, upper bound", bytes_read=clips * CLIP_BYTES, host_s=_host(cfg, clips),
+                          mem_how="counted", bytes_read=clips * CLIP_BYTES, host_s=_host(cfg, clips),
                           note=f"{seeds} seeds in series, prune {prune}, test {cfg.data.test_segments} "
                                f"segments/video; {how}"))
     fractions = [float(x) for x in (cfg.get("budget_curve", {}) or {}).get("fractions", [])][:-1]

@@ -69,7 +69,7 @@ def _solves(cfg, jobs: list[tuple[str, int, int]], name: str, note: str) -> Cost
         steps += -(-images // batch) * n_steps
     n_images = sum(i for _, i, _ in jobs)
     return Cost(name, "gpu", flops=flops, flops_how="counted", precision=_precision(cfg), steps=steps,
-                gpu_mem_gb=peak / 1e9, mem_how="counted, upper bound", bytes_read=SD_BYTES + n_images * IMAGE_BYTES, note=note)
+                gpu_mem_gb=peak / 1e9, mem_how="counted", bytes_read=SD_BYTES + n_images * IMAGE_BYTES, note=note)
 
 
 def _precision(cfg) -> str:
