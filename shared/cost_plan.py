@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -43,7 +43,8 @@ PRECISION_PEAK = {"32-true": "fp32", "fp32": "fp32", "bf16-mixed": "bf16", "bf16
 class Cost:
     """One experiment's cost over its whole job (all seeds, folds and steps it runs)."""
     experiment: str
-    device: str                   # "gpu" | "cpu"
+    device: str                   # "gpu" | "cpu" | "auto" (a GPU when the job's rule asks one, else the CPU;
+                                  # a CPU estimate then needs cpu_s as well)
     flops: float = 0.0            # total FLOPs of the job
     flops_how: str = "analytic"   # counted | analytic | probed | stated
     precision: str = "32-true"
@@ -239,14 +240,21 @@ def check(row: Row, cost: Cost, gpu: str = DEFAULT_GPU) -> Row:
     return row
 
 
+def gpus_asked(resources: dict) -> int:
+    """GPUs a job's resources ask for (`gpu: N`, or `gres: gpu[:model]:N`)."""
+    return int(resources.get("gpu", 0) or 0) or int(str(resources.get("gres", "gpu:0")).rsplit(":", 1)[-1] or 0)
+
+
 def make_row(paper: str, rule: str, job: str, cost: Cost, resources: dict, gpu: str = DEFAULT_GPU) -> Row:
     """One table row: the cost against the rule's resources (runtime minutes, mem_mb, gpu/gres)."""
-    gpu_asked = int(resources.get("gpu", 0) or 0) or int(str(resources.get("gres", "gpu:0")).rsplit(":", 1)[-1] or 0)
+    gpu_asked = gpus_asked(resources)
+    if cost.device == "auto":   # CUDA when the job has a GPU, else the CPU (the experiment's device: auto)
+        cost = replace(cost, device="gpu" if gpu_asked else "cpu")
     row = Row(paper=paper, rule=rule, job=job, experiment=cost.experiment, device=cost.device,
               precision=cost.precision if cost.device == "gpu" else "fp32 (CPU)", tflops=cost.flops / 1e12,
               flops_how=cost.flops_how if cost.device == "gpu" else (
                   f"{cost.flops_how if cost.flops else '-'}; time: {cost.cpu_how or 'stated'}"),
-              gpu_mem_gb=cost.gpu_mem_gb, mem_how=cost.mem_how if cost.device == "gpu" else "-",
+              gpu_mem_gb=cost.gpu_mem_gb if cost.device == "gpu" else 0.0, mem_how=cost.mem_how if cost.device == "gpu" else "-",
               data_read_gb=cost.bytes_read / 1e9, est_h={g: wall_seconds(cost, g) / 3600 for g in GPUS},
               limit_h=float(resources.get("runtime", 0)) / 60, mem_limit_gb=float(resources.get("mem_mb", 0)) / 1000,
               host_mem_gb=cost.host_mem_gb, gpu_asked=gpu_asked, note=cost.note)

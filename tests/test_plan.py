@@ -89,3 +89,14 @@ def test_measured_probe_steps_are_set_against_their_estimates(tmp_path):
     section, ratios = plan.measured_against_estimated(tmp_path / "probe_steps.csv")
     assert set(ratios) == {"mmp"} and ratios["mmp"] > 1
     assert "OutOfMemoryError" in section and "| mmp |" in section
+
+
+def test_an_auto_device_job_follows_its_rule(cli):
+    """E²GAN's experiments use CUDA when the job has one: costed on the GPU once the rule asks a GPU."""
+    jobs = [j for j in cli[3] if j["rule"] == "e2gan_finetune"][:1]
+    jobs[0]["resources"] = {k: v for k, v in jobs[0]["resources"].items() if k not in ("gpu", "gres")}
+    (cpu_row,), _ = plan.plan(jobs)
+    jobs[0]["resources"]["gpu"] = "1"
+    (gpu_row,), _ = plan.plan(jobs)
+    assert (cpu_row.device, gpu_row.device) == ("cpu", "gpu")
+    assert gpu_row.est_h["H100-SXM"] < cpu_row.est_h["H100-SXM"]

@@ -8,7 +8,8 @@ bound; fine-tuning arms × new concepts × `finetune.steps`; the rank search's p
 an upper bound where early stopping may cut it. Teacher (InstructPix2Pix) edits are charged to the
 first job in the DAG that needs each concept's pairs (they are cached under the run's checkpoints):
 3 guidance branches × `teacher.steps` UNet passes + the VAE each, counted on SD-1.5's shapes with
-the 8-channel input UNet. Jobs whose rule runs on the CPU partition are costed at the stated CPU rate.
+the 8-channel input UNet. Every experiment uses CUDA when its job has a GPU (device: auto): the plan
+costs it on the GPU when the rule asks one, else on the CPU at the stated rate.
 """
 from __future__ import annotations
 
@@ -68,19 +69,18 @@ def job_costs(cfg) -> list[Cost]:
     e2, p2 = _step(cfg), _step(cfg, pix2pix=True)
     mem_gb = (max(e2[1], p2[1]) + max(e2[2], p2[2])) / 1e9 + (3.5 if edit else 0)   # + the fp16 teacher
 
-    def job(name, e2_steps=0, p2p_steps=0, edits=0, device="gpu", note=""):
+    def job(name, e2_steps=0, p2p_steps=0, edits=0, note=""):
+        """Every E²GAN experiment runs on CUDA when its job has a GPU (device: auto), else on the CPU."""
         flops = e2_steps * e2[0] + p2p_steps * p2[0]
         # teacher edits run at their own precision: express them as FLOPs at the job's peak
-        scale = GPUS["H100-SXM"][PRECISION_PEAK[prec]] / GPUS["H100-SXM"][PRECISION_PEAK[t_prec]] if device == "gpu" else 1.0
+        scale = GPUS["H100-SXM"][PRECISION_PEAK[prec]] / GPUS["H100-SXM"][PRECISION_PEAK[t_prec]]
         total = flops + edits * edit * scale
         images = (e2_steps + p2p_steps) * int(cfg.train.batch_size) + edits
-        cost = Cost(name, device, flops=total, flops_how="counted", precision=prec,
-                    steps=e2_steps + p2p_steps + edits * int(t.steps), gpu_mem_gb=mem_gb if device == "gpu" else 0,
-                    mem_how="counted", bytes_read=images * PIX_BYTES,
+        return Cost(name, "auto", flops=total, flops_how="counted", precision=prec,
+                    steps=e2_steps + p2p_steps + edits * int(t.steps), gpu_mem_gb=mem_gb, mem_how="counted",
+                    bytes_read=images * PIX_BYTES, cpu_s=(flops + edits * edit) / CPU_FLOPS,
+                    cpu_how="counted FLOPs at the stated CPU rate",
                     note=f"{e2_steps:,} E2GAN + {p2p_steps:,} pix2pix steps, {edits:,} teacher edits; {note}")
-        if device == "cpu":
-            cost.cpu_s, cost.cpu_how = total / CPU_FLOPS, "counted FLOPs at the stated CPU rate"
-        return cost
 
     base_steps, ft = int(cfg.base.steps), int(cfg.finetune.steps)
     n_variants = int(cfg.base.random_draws) + len(cfg.base.extra_kinds)
@@ -89,7 +89,7 @@ def job_costs(cfg) -> list[Cost]:
     s = cfg.search
     probes = int(s.rounds) * 5 * len(s.multipliers) * search * len(s.seeds)   # 5 crucial groups per round
     costs = [
-        job("fd_net", edits=FD_NET_EDITS, device="cpu", note="the edit classifier's training set (rule: CPU)"),
+        job("fd_net", edits=FD_NET_EDITS, note="the edit classifier's training set"),
         job("base_clustered", e2_steps=seeds * base_steps,
             edits=int(cfg.base.feature_images) * pool + int(cfg.base.k) * n_train + new * (n_in - n_train),
             note="one clustered base per seed"),
@@ -102,22 +102,20 @@ def job_costs(cfg) -> list[Cost]:
             p2p_steps=grid * int(cfg.lr_grid.scratch_steps), note="two scratch arms × the lr grid"),
         job("concept_table", e2_steps=0, note="evaluation (FID/KID/CLIP) of the finished arms"),
     ]
-    costs[-1].host_s, costs[-1].flops_how = 3600, "stated"
+    costs[-1].host_s, costs[-1].cpu_s, costs[-1].flops_how = 3600, 3600, "stated"
     for i in range(seeds):
         costs.append(job(f"scratch_s{i}", e2_steps=new * int(cfg.scratch.max_steps),
                          p2p_steps=new * int(cfg.scratch.max_steps), edits=new * n_in if i == 0 else 0,
                          note="both scratch arms per new concept to the plateau bound"))
-        costs.append(job(f"finetune_s{i}", e2_steps=n_arms * new * ft, device="cpu",
-                         note=f"{n_arms} arms × {new} concepts (rule: CPU partition)"))
+        costs.append(job(f"finetune_s{i}", e2_steps=n_arms * new * ft, note=f"{n_arms} arms × {new} concepts"))
     sizes = sum(int(n) for n in cfg.data_curve.sizes)
     curve_steps = round(sizes * float(cfg.data_curve.epochs) / int(cfg.train.batch_size))
     n_curve = len(cfg.data_curve.concepts or c.new)
-    costs.append(job("data_size_curve", e2_steps=2 * seeds * n_curve * curve_steps, device="cpu",
-                     note="k-means and random subsets (rule: CPU partition)"))
-    costs.append(job("base_ablation", e2_steps=(1 + n_variants) * seeds * new * ft, device="cpu",
-                     note="LoRA from every base (rule: CPU partition)"))
-    lat = job("latency_table", device="cpu", note="forward timings")
-    lat.cpu_s, lat.cpu_how = int(cfg.latency.repeats) * 4 * e2[0] / 3 / CPU_FLOPS + 120, "counted FLOPs at the stated CPU rate"
+    costs.append(job("data_size_curve", e2_steps=2 * seeds * n_curve * curve_steps, note="k-means and random subsets"))
+    costs.append(job("base_ablation", e2_steps=(1 + n_variants) * seeds * new * ft, note="LoRA from every base"))
+    lat = job("latency_table", note="forward timings")
+    lat.flops = int(cfg.latency.repeats) * 4 * e2[0] / 3
+    lat.cpu_s, lat.host_s = lat.flops / CPU_FLOPS, 120
     costs.append(lat)
     return costs
 
