@@ -51,7 +51,8 @@ class Cost:
     steps: int = 0                # optimisation or solver steps (for the per-step overhead)
     gpu_mem_gb: float = 0.0       # peak memory on one GPU
     mem_how: str = "analytic"
-    hbm_bytes: float = 0.0        # bytes through HBM (roofline memory term); 0: compute bound
+    hbm_bytes: float = 0.0        # bytes through HBM (roofline memory term; the papers take ≈ 3 × the
+                                  # counted saved activations + weights per step, stated); 0: not estimated
     bytes_read: float = 0.0       # data read from storage over the job
     host_s: float = 0.0           # host-bound floor the GPU waits on (decoding, CPU solvers); CPU jobs: I/O
     cpu_s: float = 0.0            # CPU jobs: single-thread seconds
@@ -59,13 +60,6 @@ class Cost:
     threads: int = 1
     host_mem_gb: float = 0.0      # peak host memory
     note: str = ""
-
-
-def count_flops(fn) -> int:
-    """FLOPs of fn() as torch's FlopCounterMode counts them (matmuls, convolutions, attention)."""
-    with FlopCounterMode(display=False) as counter:
-        fn()
-    return int(counter.get_total_flops())
 
 
 def count_step(fn) -> tuple[int, int]:
@@ -174,19 +168,24 @@ def sd15_part_costs(image_size: int, unet_in_channels: int = 4) -> dict:
                 "weights": (0, sum(p.numel() * 4 for m in (unet, vae) for p in m.parameters()))}
 
 
-def transformer_flops(tokens: float, dim: int, depth: int, mlp_ratio: float = 4.0) -> float:
-    """Forward FLOPs of `depth` pre-norm ViT blocks over `tokens` tokens of width `dim` (per sequence:
-    QKV + output projections 8·N·d², MLP 4·r·N·d², attention scores and values 4·N²·d)."""
-    n = tokens
-    return depth * (8 * n * dim ** 2 + 4 * mlp_ratio * n * dim ** 2 + 4 * n * n * dim)
-
-
 def gpu_key(name: str) -> str | None:
     """The GPUS key of a device name as torch reports it ("NVIDIA H100 80GB HBM3" -> "H100-SXM")."""
     for part, key in (("H200", "H200"), ("H100", "H100-SXM"), ("A100", "A100-80GB")):
         if part in name.upper():
             return key
     return None
+
+
+def bound_of(cost: Cost, gpu: str = DEFAULT_GPU) -> str:
+    """Which term of the estimate dominates: compute, memory (HBM), host (decoding, CPU work), overhead
+    (per-step), or cpu for a CPU job."""
+    if cost.device != "gpu":
+        return "cpu"
+    spec = GPUS[gpu]
+    terms = {"compute": cost.flops / (spec[PRECISION_PEAK.get(cost.precision, "fp32")] * U_COMPUTE),
+             "memory": cost.hbm_bytes / (spec["hbm_bw"] * U_MEMORY), "host": cost.host_s,
+             "overhead": cost.steps * STEP_OVERHEAD_S}
+    return max(terms, key=terms.get)
 
 
 def wall_seconds(cost: Cost, gpu: str = DEFAULT_GPU) -> float:
@@ -221,6 +220,7 @@ class Row:
     fits: bool = True
     why: str = ""
     judged_on: str = DEFAULT_GPU
+    bound: str = ""
     note: str = ""
 
 
@@ -257,18 +257,18 @@ def make_row(paper: str, rule: str, job: str, cost: Cost, resources: dict, gpu: 
               gpu_mem_gb=cost.gpu_mem_gb if cost.device == "gpu" else 0.0, mem_how=cost.mem_how if cost.device == "gpu" else "-",
               data_read_gb=cost.bytes_read / 1e9, est_h={g: wall_seconds(cost, g) / 3600 for g in GPUS},
               limit_h=float(resources.get("runtime", 0)) / 60, mem_limit_gb=float(resources.get("mem_mb", 0)) / 1000,
-              host_mem_gb=cost.host_mem_gb, gpu_asked=gpu_asked, note=cost.note)
+              host_mem_gb=cost.host_mem_gb, gpu_asked=gpu_asked, note=cost.note, bound=bound_of(cost, gpu))
     return check(row, cost, gpu)
 
 
 COLUMNS = ["paper", "rule", "job", "experiment", "device", "precision", "TFLOPs", "flops_how", "gpu_mem_GB",
-           "mem_how", "data_read_GB", *[f"est_h_{g}" for g in GPUS], "limit_h", "mem_limit_GB", "gpu_asked", "fits",
+           "mem_how", "data_read_GB", "bound", *[f"est_h_{g}" for g in GPUS], "limit_h", "mem_limit_GB", "gpu_asked", "fits",
            "why", "note"]
 
 
 def _cells(r: Row) -> list:
     return [r.paper, r.rule, r.job, r.experiment, r.device, r.precision, f"{r.tflops:.4g}", r.flops_how,
-            f"{r.gpu_mem_gb:.3g}", r.mem_how, f"{r.data_read_gb:.3g}", *[f"{r.est_h[g]:.3g}" for g in GPUS],
+            f"{r.gpu_mem_gb:.3g}", r.mem_how, f"{r.data_read_gb:.3g}", r.bound, *[f"{r.est_h[g]:.3g}" for g in GPUS],
             f"{r.limit_h:.3g}", f"{r.mem_limit_gb:.3g}", r.gpu_asked, "yes" if r.fits else "NO", r.why, r.note]
 
 
@@ -327,7 +327,3 @@ def markdown(rows: list[Row]) -> str:
     lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(str(c).replace("|", "/") for c in _cells(r)) + " |" for r in rows]
     return "\n".join(lines) + "\n"
-
-
-def as_dicts(rows: list[Row]) -> list[dict]:
-    return [asdict(r) for r in rows]

@@ -76,7 +76,8 @@ def job_costs(cfg) -> list[Cost]:
         scale = GPUS["H100-SXM"][PRECISION_PEAK[prec]] / GPUS["H100-SXM"][PRECISION_PEAK[t_prec]]
         total = flops + edits * edit * scale
         images = (e2_steps + p2p_steps) * int(cfg.train.batch_size) + edits
-        return Cost(name, "auto", flops=total, flops_how="counted", precision=prec,
+        hbm = 3 * (e2[1] + e2[2]) * e2_steps + 3 * (p2[1] + p2[2]) * p2p_steps   # ≈ 3 × saved + weights (stated)
+        return Cost(name, "auto", flops=total, flops_how="counted", precision=prec, hbm_bytes=hbm,
                     steps=e2_steps + p2p_steps + edits * int(t.steps), gpu_mem_gb=mem_gb, mem_how="counted",
                     bytes_read=images * PIX_BYTES, cpu_s=(flops + edits * edit) / CPU_FLOPS,
                     cpu_how="counted FLOPs at the stated CPU rate",

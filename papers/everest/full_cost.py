@@ -18,6 +18,7 @@ from shared.cost_plan import Cost, autocast, count_step, param_bytes
 
 DECODE_S_PER_CLIP = 0.0625     # one 16-frame clip read and decoded by PyAV on one thread (stated)
 CLIP_BYTES = 0.5e6             # an average UCF101 .avi (6.5 GB / 13,320 videos), read once per draw
+HBM_PER_STEP = 3               # HBM traffic per step ≈ 3 × (saved activations + weights and AdamW state) (stated)
 RULE_CPUS = 16                 # cpus_per_task of the training rules in profiles/slurm
 TEST_VIDEOS = 3783             # UCF101 split-1 test list
 PRETRAIN_ARMS = ("videomae", "everest", "ascending")
@@ -94,6 +95,7 @@ def job_costs(cfg) -> list[Cost]:
         clips = seeds * steps * b
         costs.append(Cost(f"pretrain_{arm}", "gpu", flops=f * steps * seeds, flops_how="counted", precision=prec,
                           steps=steps * seeds, gpu_mem_gb=mem / 1e9, mem_how="counted", bytes_read=clips * CLIP_BYTES,
+                          hbm_bytes=HBM_PER_STEP * mem * steps * seeds,
                           host_s=_host(cfg, clips), note=f"{seeds} seeds in series; {how}"))
     for arm, prune in FINETUNE_PRUNE.items():
         steps, b = int(cfg.finetune.steps), int(cfg.finetune.batch)
@@ -101,6 +103,7 @@ def job_costs(cfg) -> list[Cost]:
         clips = runs * (steps * b + TEST_VIDEOS * int(cfg.data.test_segments))
         costs.append(Cost(f"finetune_{arm}", "gpu", flops=runs * (f * steps + _eval_flops(cfg, arm)),
                           flops_how="counted", precision=prec, steps=steps * runs, gpu_mem_gb=mem / 1e9,
+                          hbm_bytes=HBM_PER_STEP * mem * steps * runs,
                           mem_how="counted", bytes_read=clips * CLIP_BYTES, host_s=_host(cfg, clips),
                           note=f"{seeds} seeds in series, prune {prune}, test {cfg.data.test_segments} "
                                f"segments/video; {how}"))

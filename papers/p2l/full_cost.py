@@ -16,6 +16,7 @@ import torch
 from shared.cost_plan import Cost, autocast, sd15, sd15_part_costs
 
 TEXT_TOKENS = 77
+HBM_PER_STEP = 3       # HBM traffic per solver step ≈ 3 × (saved activations + weights) (stated)
 SD_BYTES = 4.3e9       # the fp32 UNet + VAE + CLIP text encoder read from sd_path (stated)
 IMAGE_BYTES = 0.4e6    # one 512² PNG of FFHQ (stated)
 
@@ -60,16 +61,17 @@ def _grid(cfg, method: str, extra_axes: bool = True) -> int:
 
 def _solves(cfg, jobs: list[tuple[str, int, int]], name: str, note: str) -> Cost:
     """Cost of solving (method, images, steps) triples at batch solve.batch_size."""
-    size, flops, peak, steps = int(cfg.image_size), 0.0, 0.0, 0
+    size, flops, peak, steps, hbm = int(cfg.image_size), 0.0, 0.0, 0, 0.0
     batch = int(cfg.solve.batch_size)
     for method, images, n_steps in jobs:
         f, m = step_flops(method, size, _hp(cfg, method))
         flops += f * images * n_steps
         peak = max(peak, m * batch)
+        hbm += HBM_PER_STEP * m * images * n_steps
         steps += -(-images // batch) * n_steps
     n_images = sum(i for _, i, _ in jobs)
     return Cost(name, "gpu", flops=flops, flops_how="counted", precision=_precision(cfg), steps=steps,
-                gpu_mem_gb=peak / 1e9, mem_how="counted", bytes_read=SD_BYTES + n_images * IMAGE_BYTES, note=note)
+                gpu_mem_gb=peak / 1e9, mem_how="counted", hbm_bytes=hbm, bytes_read=SD_BYTES + n_images * IMAGE_BYTES, note=note)
 
 
 def _precision(cfg) -> str:
