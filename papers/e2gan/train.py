@@ -90,6 +90,21 @@ def batch_digest(n: int, batch: int, steps: int, seed: int) -> str:
     return digest.hexdigest()[:16]
 
 
+def determinism_mode(device: torch.device | str, accelerator: str | None = None) -> bool | str:
+    """The determinism a fit runs under: Lightning's strict `deterministic=True` on the CPU; "warn" on
+    CUDA, where `nn.ReflectionPad2d` (every generator's padding) has no deterministic backward and strict
+    mode raises at the first training step. Warn-only keeps every deterministic kernel (cuDNN, cuBLAS
+    workspace) and reports the padding's backward instead of stopping."""
+    cuda = torch.device(device).type == "cuda" or str(accelerator or "").lower() in ("gpu", "cuda")
+    return "warn" if cuda else True
+
+
+def apply_determinism(mode: bool | str) -> None:
+    """Set torch's deterministic-algorithms mode to `mode` (after the trainer is built: Lightning's
+    `Trainer(deterministic=True)` turns strict mode on in its constructor, over `seed_everything`'s warn-only)."""
+    torch.use_deterministic_algorithms(bool(mode), warn_only=mode == "warn")
+
+
 def train_gan(G: nn.Module, D: nn.Module, train: Pairs, steps: int, *, seed: int, lr: float = 2e-4,
               lr_d: float = 2e-4, beta1: float = 0.5, batch_size: int = 8, lambda_l1: float = 100.0,
               test: Pairs | None = None, eval_every: int = 0, patience: int = 0, min_delta: float = 0.0,
@@ -123,6 +138,7 @@ def train_gan(G: nn.Module, D: nn.Module, train: Pairs, steps: int, *, seed: int
         trainer = make_trainer(root, seed=seed, max_steps=steps, max_epochs=1, progress=False,
                                log_every_n_steps=log_every, cache_config=cache_config,
                                checkpoint=out_dir is not None, **options)
+        apply_determinism(determinism_mode(device, options.get("accelerator")))
         fit(trainer, module, random_batches(train, batch, steps, seed))
         losses = read_losses(root / "logs" / "metrics.csv")
     G.to(device)   # Lightning's teardown moves a GPU module back to the CPU

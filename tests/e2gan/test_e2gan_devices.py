@@ -67,3 +67,48 @@ def test_cuda_timing_is_synchronized(monkeypatch):
     tokens, mask = HashedTextEncoder(dim=8, max_tokens=4).encode(["sepia"])
     times = forward_seconds(G, torch.zeros(1, 3, 16, 16), tokens, mask, repeats=3)
     assert len(times) == 3 and seen == ["cpu"] * 6
+
+
+def test_a_cuda_fit_gets_warn_only_determinism(monkeypatch):
+    """The generators pad with `nn.ReflectionPad2d`, whose CUDA backward has no deterministic kernel, and
+    Lightning's `Trainer(deterministic=True)` turns strict mode on: a CUDA fit would raise at its first
+    step. `train_gan` puts a CUDA fit in warn-only mode after building the trainer. Checked on the CPU:
+    the trainer is asked for a GPU (the request recorded, then built on the CPU), and in the mode the fit
+    leaves behind an op without a deterministic kernel (`put_`, which alerts on the CPU too) warns instead
+    of raising; a CPU fit keeps strict mode."""
+    import warnings
+
+    import pytest
+
+    import shared.training
+    from papers.e2gan.models import PatchDiscriminator
+    from papers.e2gan.train import Pairs, determinism_mode, train_gan
+
+    real, asked = shared.training.make_trainer, []
+
+    def trainer_on_the_cpu(*args, **kwargs):
+        asked.append(kwargs.get("accelerator"))
+        return real(*args, **{**kwargs, "accelerator": "cpu"})
+
+    monkeypatch.setattr(shared.training, "make_trainer", trainer_on_the_cpu)
+    torch.manual_seed(0)
+    x = torch.rand(8, 3, 16, 16) * 2 - 1
+    pairs = Pairs(x, -x, torch.randn(1, 2, 8), torch.ones(1, 2, dtype=torch.bool), torch.zeros(8, dtype=torch.long))
+    alert = lambda: torch.zeros(3).put_(torch.tensor([0, 1]), torch.ones(2))  # noqa: E731
+    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    try:
+        assert determinism_mode("cuda") == determinism_mode("cpu", "gpu") == "warn" and determinism_mode("cpu") is True
+        train_gan(E2GANGenerator(4, 8, 2), PatchDiscriminator(8), pairs, 2, seed=0, batch_size=4,
+                  options={"accelerator": "gpu"})
+        assert asked == ["gpu"]
+        assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            alert()
+        assert any("deterministic" in str(w.message) for w in caught)
+        train_gan(E2GANGenerator(4, 8, 2), PatchDiscriminator(8), pairs, 2, seed=0, batch_size=4)   # a CPU fit
+        assert torch.are_deterministic_algorithms_enabled() and not torch.is_deterministic_algorithms_warn_only_enabled()
+        with pytest.raises(RuntimeError, match="deterministic"):
+            alert()
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])

@@ -1,5 +1,5 @@
 """The `fd` proxy's feature network (a CNN trained to tell the teacher's edits apart) and the lr policy
-shared by every arm (a grid extended past an edge)."""
+shared by every arm (one number of evaluations; a grid extended past an edge)."""
 import logging
 
 import numpy as np
@@ -93,10 +93,14 @@ def test_the_net_is_cached_under_its_run_cache_key(tmp_path, caplog):
     assert len(calls) == 2 and "config hash" in caplog.text
 
 
-def test_lr_policy_extends_the_grid_past_an_edge():
+def test_lr_policy_extends_the_grid_past_an_edge_with_one_budget():
+    """Every arm gets exactly `evaluations` scores: beyond an edge while the best is at one, else between
+    the best value and its better neighbour."""
     peak = lambda best: (lambda lr: -abs(np.log(lr / best)))  # noqa: E731
-    rows = tune_lr(peak(1e-2), [1e-3, 3e-3, 1e-2], extend=2)
-    assert [r["lr"] for r in rows] == pytest.approx([1e-3, 3e-3, 1e-2, 3.33e-2])  # one step up, then bracketed
-    rows = tune_lr(peak(1e-4), [1e-3, 3e-3, 1e-2], extend=2)
+    rows = tune_lr(peak(1e-2), [1e-3, 3e-3, 1e-2], evaluations=5)
+    assert [r["lr"] for r in rows] == pytest.approx([1e-3, 3e-3, 1e-2, 3.33e-2, 1.82e-2])  # up, then refined
+    rows = tune_lr(peak(1e-4), [1e-3, 3e-3, 1e-2], evaluations=5)
     assert [r["lr"] for r in rows] == pytest.approx([1e-3, 3e-3, 1e-2, 3.33e-4, 1.11e-4])
-    assert len(tune_lr(peak(3e-3), [1e-3, 3e-3, 1e-2], extend=2)) == 3  # inside: nothing added
+    rows = tune_lr(peak(3e-3), [1e-3, 3e-3, 1e-2], evaluations=4)   # inside: one finer value, same budget
+    assert [r["lr"] for r in rows] == pytest.approx([1e-3, 3e-3, 1e-2, 1.73e-3])   # toward 1e-3, the better side
+    assert len(tune_lr(peak(3e-3), [1e-3, 3e-3, 1e-2], evaluations=0)) == 3   # the grid alone

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 import torch
 
-from papers.e2gan.experiments import (Setup, arm_ranks, count_lora_params, finetune, geomean, relative_change,
-                                      subset_steps)
+from papers.e2gan.experiments import Setup, arm_ranks, count_lora_params, finetune, geomean, relative_change
+from papers.e2gan.experiments.arms import all_layer_ranks, arm_budget
 from papers.e2gan.models import CRUCIAL_GROUPS, E2GANGenerator, PatchDiscriminator
 from papers.e2gan.ranks import group_caps, matched_random_ranks, rank_params
 from papers.e2gan.train import Pairs, to_target, train_gan
@@ -108,11 +108,32 @@ def test_relative_change_per_group():
     assert rel["tb"] > 0 and all(rel[g] == 0 for g in rel if g != "tb")
 
 
-def test_geomean_and_subset_steps():
+def test_geomean():
     assert geomean([1, 100]) == pytest.approx(10)
     assert geomean([4, 4, 4]) == pytest.approx(4)
-    # equal epochs: steps (so FLOPs) proportional to the subset size
-    assert [subset_steps(7, m, 8) for m in (16, 48, 240)] == [14, 42, 210]
+
+
+def test_all_layer_ranks_match_the_searched_size_and_reach_the_resnet_blocks(tmp_path):
+    """lora_all puts rank >= 1 on every group, the ResNet blocks included, at the searched arm's size."""
+    setup = smoke_setup(tmp_path)
+    from papers.e2gan.experiments.arms import lora_layers
+
+    searched = {g: 2 for g in CRUCIAL_GROUPS}
+    goal = rank_params(searched, lora_layers(setup))
+    for seed in range(4):
+        ranks, ok = all_layer_ranks(setup, searched, seed, "hue shift 120")
+        assert ok and ranks["rb"] >= 1 and set(ranks) == {*CRUCIAL_GROUPS, "rb"}
+        assert abs(rank_params(ranks, lora_layers(setup)) - goal) <= 0.1 * goal
+        assert arm_ranks(setup, "lora_all", seed, "hue shift 120", searched) == ranks
+
+
+def test_the_full_fine_tune_trains_to_its_plateau():
+    """The full fine-tune's rule is a stopping rule (patience, min_delta, a step cap above the LoRA
+    budget); the LoRA arms keep the fixed budget."""
+    cfg = load_config(CONFIG, "tiny", [])
+    full, lora = arm_budget(cfg, "full_ft"), arm_budget(cfg, "lora_searched")
+    assert full["patience"] >= 1 and full["min_delta"] > 0 and full["steps"] > lora["steps"]
+    assert full["eval_every"] == lora["eval_every"] and lora["patience"] == 0
 
 
 def test_a_diffusion_teacher_needs_its_own_concept_pool():

@@ -11,7 +11,7 @@ from .arms import arm_ranks, count_lora_params, finetune, random_ranks, relative
 from .base_ablation import base_ablation
 from .bases import base_clustered, base_concepts, base_variants, load_base
 from .concept_table import concept_table
-from .data_size_curve import data_size_curve, subset_steps
+from .data_size_curve import data_size_curve
 from .feature_net import fd_net
 from .finetune_runs import N_FT_JOBS, finetune_seed
 from .latency_table import forward_seconds, latency_table, synchronize
@@ -37,4 +37,4 @@ EXPERIMENTS = {
 
 __all__ = ["EXPERIMENTS", "Setup", "arm_ranks", "base_concepts", "concept_pool", "count_lora_params", "finetune",
            "forward_seconds", "geomean", "latency_table", "load_base", "make_teacher", "random_ranks",
-           "relative_change", "search_ranks", "subset_steps", "synchronize", "tune_lr"]
+           "relative_change", "search_ranks", "synchronize", "tune_lr"]

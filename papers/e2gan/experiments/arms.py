@@ -58,13 +58,36 @@ def step_flops(setup: Setup, ranks: dict | None, prompt: str) -> int:
     return count_step_flops(G, D, (x, x, tokens.to(setup.device), mask.to(setup.device)), cfg.train.lambda_l1)
 
 
+def all_layer_ranks(setup: Setup, searched: dict, seed: int, concept: str) -> tuple[dict, bool]:
+    """LoRA on every group, the crucial ones and the ResNet blocks (rank >= 1 on each), at the searched
+    arm's parameter count: one draw for (seed, concept) among the assignments within
+    `lora.random_tolerance` of it, as the random arm draws among the crucial groups only. The two arms
+    differ in where the parameters go, not in how many there are."""
+    lo = setup.cfg.lora
+    rng = np.random.default_rng(derive_seed(seed, "all-layer ranks", concept))
+    target = {**{g: int(searched[g]) for g in CRUCIAL_GROUPS}, "rb": 0}   # rb 0 counts nothing; every draw has rb >= 1
+    return matched_random_ranks(lora_layers(setup), target, lo.base_rank, lo.random_mults, lo.random_tolerance, rng)
+
+
+def arm_budget(cfg, arm: str) -> dict:
+    """An arm's training rule (`finetune`'s keywords): LoRA arms `finetune.steps`, evaluated every
+    `finetune.eval_every`; the full fine-tune to its own plateau: evaluated as often, stopped after
+    `finetune.full_ft.patience` evaluations in a row without a `min_delta` dB gain, at most
+    `finetune.full_ft.max_steps` steps."""
+    ft = cfg.finetune
+    if arm == "full_ft":
+        return {"steps": int(ft.full_ft.max_steps), "eval_every": int(ft.eval_every),
+                "patience": int(ft.full_ft.patience), "min_delta": float(ft.full_ft.min_delta)}
+    return {"steps": int(ft.steps), "eval_every": int(ft.eval_every), "patience": 0, "min_delta": 0.0}
+
+
 def arm_ranks(setup: Setup, arm: str, seed: int, concept: str, searched: dict | None = None) -> dict | None:
     cfg = setup.cfg
     r0 = cfg.lora.base_rank
     if arm == "full_ft":
         return None
     if arm == "lora_all":
-        return {g: cfg.lora.all_layers_rank for g in (*CRUCIAL_GROUPS, "rb")}
+        return all_layer_ranks(setup, searched, seed, concept)[0]
     if arm == "lora_1x":
         return {g: r0 for g in CRUCIAL_GROUPS}
     if arm == "lora_4x":
@@ -77,7 +100,8 @@ def arm_ranks(setup: Setup, arm: str, seed: int, concept: str, searched: dict | 
 
 
 def finetune(setup: Setup, base: dict, arm: str, ranks: dict | None, train: Pairs, test: Pairs, steps: int,
-             seed: int, eval_every: int = 0, lr: float | None = None, concept: str = ""):
+             seed: int, eval_every: int = 0, lr: float | None = None, concept: str = "", patience: int = 0,
+             min_delta: float = 0.0):
     """Adapt the base to one concept: full fine-tune or LoRA with `ranks` ({group: rank}).
 
     The init and minibatch seeds depend on (seed, concept) only, never on the arm: every arm of one
@@ -91,7 +115,8 @@ def finetune(setup: Setup, base: dict, arm: str, ranks: dict | None, train: Pair
         add_lora(G, ranks, lora_alpha(setup.cfg))
         stored = state_bytes(adapter_state(G))
     hist = train_gan(G, D, train, steps, seed=derive_seed(seed, "finetune", concept), test=test,
-                     eval_every=eval_every, **setup.train_kwargs(lora=arm != "full_ft", lr=lr))
+                     eval_every=eval_every, patience=patience, min_delta=min_delta,
+                     **setup.train_kwargs(lora=arm != "full_ft", lr=lr))
     hist["stored_bytes"] = stored
     setup.log_fit(f"{arm}/{concept}/s{seed}", hist)
     return G, hist

@@ -98,6 +98,7 @@ def concept_table(run) -> dict:
     image_grid(run, setup)
 
     ratios = flops_ratios(run, df, seeds, grouping)
+    times = time_ratios(df, seeds, grouping)
     layers = layer_change(run, pd.DataFrame(changes), seeds, grouping)
     s, full = arms["lora_searched"], arms["full_ft"]
     # one-off costs, paid once for all concepts: the base, the rank search and the lr grid
@@ -115,6 +116,11 @@ def concept_table(run) -> dict:
         "searched_minus_1x_psnr_db": difference(s["psnr"], arms["lora_1x"]["psnr"]),
         "searched_minus_random_psnr_db": difference(s["psnr"], arms["lora_random"]["psnr"]),
         "searched_minus_4x_psnr_db": difference(s["psnr"], arms["lora_4x"]["psnr"]),
+        # crucial layers by function: LoRA on every group (crucial + ResNet blocks) against LoRA on the
+        # crucial groups only, both drawn at the searched arm's parameter count (±tolerance), paired
+        "all_minus_crucial_psnr_db": difference(arms["lora_all"]["psnr"], arms["lora_random"]["psnr"]),
+        "all_minus_searched_psnr_db": difference(arms["lora_all"]["psnr"], s["psnr"]),
+        "full_ft_steps_to_plateau": float(df[df.arm == "full_ft"]["steps_run"].mean()),
         "searched_minus_zero_shot_psnr_db": difference(s["psnr"], arms["floor_zero_shot"]["psnr"]),
         "searched_minus_identity_psnr_db": difference(s["psnr"], arms["floor_identity"]["psnr"]),
         "scratch_equal_steps_psnr": scratch_equal,
@@ -124,13 +130,13 @@ def concept_table(run) -> dict:
         "flops_per_step_by_arm": {a: arms[a]["flops_per_step"] for a in (*SCRATCH_ARMS, *FT_ARMS)},
         "searched_ranks_per_layer": search["per_layer"],
         **ratios,
+        **times,
         "layer_change": layers,
         # both in fp16 (equal precision; the paper compares parameter counts)
         "bytes_ratio_full_to_searched": full["stored_bytes"] / s["stored_bytes"],
         "from_config": ["bytes_ratio_full_to_searched", "flops_per_step_by_arm"],
-        "random_draws": {"n_distinct": len({tuple(d[g] for g in CRUCIAL_GROUPS) for d in draws}),
-                         "all_matched": bool(all(d["matched"] for d in draws)),
-                         "params_ratio_to_searched": arms["lora_random"]["trainable_params"] / s["trainable_params"]},
+        "random_draws": draw_summary(draws, "lora_random", arms, s),
+        "all_layer_draws": draw_summary(draws, "lora_all", arms, s),
         "one_off_flops": {"base": base_flops, "rank_search": int(search["train_flops"]),
                           "lr_grid": int(lrs["train_flops"]), "total": one_off},
         "break_even_concepts": break_even,
@@ -189,6 +195,29 @@ def flops_ratios(run, df: pd.DataFrame, seeds, grouping: dict) -> dict:
                  "searched_reached": float(df[df.arm == "lora_searched"]["reached_to_target"].mean()),
                  "scratch_reached": float(df[df.arm == "e2gan_scratch"]["reached_to_target"].mean())})
     run.save_table(pd.DataFrame(rows), "e2gan_flops_ratios")
+    return out
+
+
+def draw_summary(draws: list[dict], arm: str, arms: dict, searched: dict) -> dict:
+    """An arm's rank draws (one per concept and seed): how many distinct, whether all matched the
+    searched size, and the arm's mean size over the searched arm's."""
+    mine = [d for d in draws if d["arm"] == arm]
+    return {"n_distinct": len({tuple(d.get(g, 0) for g in (*CRUCIAL_GROUPS, "rb")) for d in mine}),
+            "all_matched": bool(all(d["matched"] for d in mine)),
+            "params_ratio_to_searched": arms[arm]["trainable_params"] / searched["trainable_params"]}
+
+
+def time_ratios(df: pd.DataFrame, seeds, grouping: dict) -> dict:
+    """Training seconds to the target (evaluations excluded), pix2pix from scratch over searched LoRA, per
+    seed the geometric mean over concepts, as the FLOP ratio. Both sides come from the jobs of one workflow
+    run on one machine; wall time under shared cores is noisier than FLOPs."""
+    t = df.set_index(["arm", "concept", "seed"])["seconds_to_target"]
+    concepts = list(dict.fromkeys(df["concept"]))
+    out = {}
+    for ref, name in (("pix2pix_scratch", "pix2pix"), ("e2gan_scratch", "scratch")):
+        out[f"seconds_ratio_{name}_to_searched"] = sample(
+            [geomean([t[(ref, c, sd)] / t[("lora_searched", c, sd)] for c in concepts]) for sd in seeds],
+            "seed", **grouping)
     return out
 
 

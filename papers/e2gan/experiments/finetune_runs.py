@@ -8,7 +8,7 @@ import numpy as np
 from ..data import slug
 from ..lora import adapter_state
 from ..train import predict
-from .arms import arm_ranks, finetune, random_ranks, relative_change
+from .arms import all_layer_ranks, arm_budget, arm_ranks, finetune, random_ranks, relative_change
 from .bases import base_replicate, load_base
 from .setup import FT_ARMS, Setup, evaluate, job_seeds, read_metrics
 
@@ -19,7 +19,10 @@ ADAPTER_DIR = ("concept_table", "adapters")   # the first seed's searched adapte
 
 def finetune_seed(index: int, run) -> dict:
     """Every fine-tuning arm (`FT_ARMS`) on every new concept at seed `concepts.seeds[index]` (the last
-    job also takes any seeds beyond `N_FT_JOBS`), `finetune.steps` steps each at the arm's tuned lr.
+    job also takes any seeds beyond `N_FT_JOBS`), each under its own rule (`arm_budget`: LoRA arms
+    `finetune.steps` steps, the full fine-tune to its plateau) at the arm's tuned lr. An arm whose ranks
+    and lr equal an earlier arm's (searched = 1× when the search keeps 1×) would train the same thing:
+    it takes that run's row and curve.
     The fine-tunes do not need the scratch targets (steps to target are read off their PSNR curves in
     `concept_table`), so these jobs run beside the scratch jobs. Returns per run its row, its curve,
     the random arm's rank draw and the full fine-tune's layer changes; the first seed also saves its
@@ -37,20 +40,33 @@ def finetune_seed(index: int, run) -> dict:
         train, test = setup.pairs(concept, "train"), setup.pairs(concept, "test")
         for seed in mine:
             base = bases[seed]
+            done = {}
             for arm in FT_ARMS:
                 ranks = arm_ranks(setup, arm, seed, concept, searched)
                 if arm == "lora_random":
-                    draws.append({"concept": concept, "seed": seed, **ranks,
+                    draws.append({"concept": concept, "seed": seed, "arm": arm, **ranks,
                                   "matched": random_ranks(setup, searched, seed, concept)[1]})
-                G, hist = finetune(setup, base, arm, ranks, train, test, cfg.finetune.steps, seed,
-                                   cfg.finetune.eval_every, lr=lrs[arm], concept=concept)
-                runs[f"{concept}|{seed}|{arm}"] = {
-                    "row": {"concept": concept, "seed": seed, "arm": arm, **evaluate(G, test, setup),
-                            **setup.paper_metrics(G, test, concept),
-                            "trainable_params": hist["trainable_params"], "stored_bytes": hist["stored_bytes"],
-                            "flops_per_step": hist["flops_per_step"], "lr": lrs[arm],
-                            "steps_run": hist["steps"], "batch_digest": hist["batch_digest"]},
-                    "history": {k: hist[k] for k in ("curve", "seconds", "steps", "flops_per_step")}}
+                if arm == "lora_all":
+                    draws.append({"concept": concept, "seed": seed, "arm": arm, **ranks,
+                                  "matched": all_layer_ranks(setup, searched, seed, concept)[1]})
+                key = (arm == "full_ft", tuple(sorted((ranks or {}).items())), lrs[arm])
+                if key in done:   # the same ranks at the same lr: that run, not a retraining
+                    G, first = done[key]
+                    runs[f"{concept}|{seed}|{arm}"] = {
+                        "row": {**runs[f"{concept}|{seed}|{first}"]["row"], "arm": arm, "same_run_as": first},
+                        "history": runs[f"{concept}|{seed}|{first}"]["history"]}
+                else:
+                    budget = arm_budget(cfg, arm)
+                    G, hist = finetune(setup, base, arm, ranks, train, test, budget.pop("steps"), seed,
+                                       lr=lrs[arm], concept=concept, **budget)
+                    done[key] = (G, arm)
+                    runs[f"{concept}|{seed}|{arm}"] = {
+                        "row": {"concept": concept, "seed": seed, "arm": arm, **evaluate(G, test, setup),
+                                **setup.paper_metrics(G, test, concept),
+                                "trainable_params": hist["trainable_params"], "stored_bytes": hist["stored_bytes"],
+                                "flops_per_step": hist["flops_per_step"], "lr": lrs[arm],
+                                "steps_run": hist["steps"], "batch_digest": hist["batch_digest"]},
+                        "history": {k: hist[k] for k in ("curve", "seconds", "steps", "flops_per_step")}}
                 if arm == "full_ft":
                     changes.append({"concept": concept, "seed": seed, **relative_change(base["G"], G)})
                 if seed == seeds[0]:
