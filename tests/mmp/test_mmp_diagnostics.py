@@ -12,7 +12,7 @@ CFG = REPO / "papers" / "mmp" / "config.yaml"
 
 
 def test_fusion_usage_reads_histology_columns_and_the_heads_histology_share():
-    from papers.mmp.experiments import fusion_usage
+    from papers.mmp.experiments.trans_diagnostics import fusion_usage
 
     pathways = [np.arange(i, i + 4) for i in range(10)]
     model = MMP(9, 6, pathways, dim=8, code_dim=4, snn_dropout=0.0, dropout=0.0, n_out=1).eval()

@@ -78,8 +78,8 @@ def test_cohort_folds_are_the_split_files(layout):
 
 
 def test_rna_and_pathways_parse_into_the_models_inputs(layout):
-    from papers.mmp.experiments import build_model, cohort_folds, prepare_fold
-    from papers.mmp.train import make_batch
+    from papers.mmp.experiments.arms import build_model, cohort_folds, prepare_fold
+    from papers.mmp.batches import make_batch
 
     cohort = load_tcga_cohort(Config.wrap(layout), N_FOLDS)
     rna = pd.read_csv(layout["rna_csv"], index_col=0)
@@ -105,8 +105,8 @@ def test_rna_and_pathways_parse_into_the_models_inputs(layout):
 
 
 def test_cohort_reads_bags_only_when_a_computation_needs_them(layout, monkeypatch):
-    from papers.mmp.experiments import prepare_fold
-    from papers.mmp.train import make_batch
+    from papers.mmp.experiments.arms import prepare_fold
+    from papers.mmp.batches import make_batch
 
     reads = count_reads(monkeypatch)
     cohort = load_tcga_cohort(Config.wrap(layout), N_FOLDS)
@@ -124,7 +124,7 @@ def test_cohort_reads_bags_only_when_a_computation_needs_them(layout, monkeypatc
     reads.clear()
     batch = make_batch(fold["data"], te[:3])
     assert reads == []
-    from papers.mmp.experiments import build_model
+    from papers.mmp.experiments.arms import build_model
 
     build_model("abmil", cfg, cohort, 1, 0)(batch)
     assert len(reads) == sum(n_slides[i] for i in te[:3])
@@ -173,7 +173,7 @@ def test_a_slide_without_features_is_refused(tmp_path, layout):
 
 def test_official_folds_need_the_official_files():
     from papers.mmp.data import make_cohort
-    from papers.mmp.experiments import cohort_folds
+    from papers.mmp.experiments.arms import cohort_folds
 
     cfg = load_config(CFG, "smoke", ["eval.folds=official_splits"])
     with pytest.raises(ValueError, match="data.source: tcga"):
