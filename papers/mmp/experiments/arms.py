@@ -10,7 +10,7 @@ import torch
 from shared.samples import gap
 from shared.seeding import derive_seed
 
-from ..bags import as_tensors, feature_dim, keep_rows, patch_counts
+from ..bags import as_tensors, feature_dim, heads, keep_rows, patch_counts
 from ..batches import make_batch
 from ..curves import Curves
 from ..data import make_cohort, site_folds
@@ -73,11 +73,13 @@ def prepare_fold(cohort, train_idx, cfg, seed: int, fold: int, *, standardize_pi
     genes z-scored on the training fold, the bags, and the capped bags of the full-token model.
     `standardize_pi` z-scores each π_c with the training fold's mean and std (the official token
     keeps raw π, whose spread across patients is tiny next to μ and Σ); `pi` keeps the raw π.
-    Bags are read one at a time here; lazily read bags (`bags.SlideBags`) stay lazy in the result and
+    Bags are read one at a time here, each in full once (K-means reads only the training bags' first
+    patches, `bags.heads`); lazily read bags (`bags.SlideBags`) stay lazy in the result and
     are read when a batch needs them."""
     from sklearn.preprocessing import StandardScaler
 
-    protos = fit_prototypes((cohort.bags[i] for i in train_idx), cfg.prototypes.n, per_bag=cfg.prototypes.per_bag,
+    protos = fit_prototypes(heads(cohort.bags, train_idx, cfg.prototypes.per_bag), cfg.prototypes.n,
+                            per_bag=cfg.prototypes.per_bag,
                             seed=derive_seed(seed, "kmeans", fold), max_iter=cfg.prototypes.max_iter,
                             n_init=cfg.prototypes.n_init)
     hist = aggregate_bags(cohort.bags, protos, tau=cfg.panther.tau, eps=cfg.panther.eps, n_iter=cfg.panther.n_iter,
