@@ -26,6 +26,7 @@ ARM_NAMES = {"abmil": "ABMIL", "pathway": "Pathway-only", "mmp_histo": "MMP hist
              "token_mlp": "MLP on the tokens (histology tokens + genes, one hidden layer)"}
 MMP_ARMS = {"mmp_histo": ("trans", "histo"), "mmp_gene": ("trans", "gene"), "mmp_trans": ("trans", "both"),
             "mmp_trans_std_pi": ("trans", "both"), "mmp_ot": ("ot", "both")}   # arm -> (fusion, modality)
+TRAINED_ARMS = [a for a in ARM_NAMES if a != "prototype_cox"]   # prototype_cox is a lifelines fit
 MAIN_ARM = "mmp_trans"   # the main training: checkpointed every trainer.every_n_train_steps, resumed after a kill
 DEFAULT_CELL = "default"   # the factorial's cell with every factor off: the official MMP-Trans
 WEIGHT_SECTIONS = ("data", "prototypes", "panther", "tokens", "model", "ot", "train")   # what decides a fit's weights

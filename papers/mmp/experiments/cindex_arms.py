@@ -8,8 +8,18 @@ import torch
 from ..batches import make_batch
 from ..curves import Curves
 from ..metrics import cindex, fold_sample, risk_groups
-from .arms import MAIN_ARM, MMP_ARMS, cohort_folds, fit_predict, fit_predict_prototype_cox, load_cohort, \
+from .arms import MAIN_ARM, MMP_ARMS, TRAINED_ARMS, cohort_folds, fit_predict, fit_predict_prototype_cox, load_cohort, \
     prepare_fold, standardize_pi
+
+
+def checkpointed(arm: str, cfg) -> bool:
+    """Whether `arm`'s fits keep `last.ckpt` (every trainer.every_n_train_steps steps and at epoch ends)
+    and resume from it after a kill: the main training always; the arms of `eval.checkpoint_arms` too
+    (every trained arm at full, where each is hours; none more at smoke and tiny, where each is seconds)."""
+    unknown = [a for a in cfg.eval.checkpoint_arms if a not in TRAINED_ARMS]
+    if unknown:
+        raise ValueError(f"eval.checkpoint_arms: {unknown} are not trained arms; valid: {sorted(TRAINED_ARMS)}")
+    return arm == MAIN_ARM or arm in cfg.eval.checkpoint_arms
 
 
 def cindex_arm(arm: str):
@@ -31,7 +41,7 @@ def cindex_arm(arm: str):
                 model, risk = None, fit_predict_prototype_cox(cfg, cohort, fd, tr, te)
             else:
                 model, risk = fit_predict(arm, cfg, cohort, fd, tr, te, seed, fold, curves=curves,
-                                          out_dir=run.checkpoint_dir(f"fold{fold}") if arm == MAIN_ARM else None)
+                                          out_dir=run.checkpoint_dir(f"fold{fold}") if checkpointed(arm, cfg) else None)
             scores.append(cindex(cohort.time[te], cohort.event[te], risk))
             test_sites.append(np.unique(cohort.site[te]).tolist())
             if cohort.log_hazard is not None:
