@@ -5,6 +5,7 @@
     cindex_table       cindex: tables/cindex, tables/token_spread
     replication        tables/replication: the arms over cohorts
     trans_diagnostics  tables/trans_diagnostics, tables/trans_factorial
+    trans_factorial_cohorts  tables/trans_factorial_cohorts: the factorial's effects over cohorts
     cost               figures/cost, tables/cost (with ot_speed: tables/ot_speed)
     cost_shapes        tables/cost_shapes, tables/cost_shapes_measured
     compression        tables/compression
@@ -31,9 +32,11 @@ from .pi_share_knob import pi_share_knob
 from .recovery import prototype_recovery
 from .replication import replication
 from .trans_diagnostics import trans_diagnostics
+from .trans_factorial_cohorts import trans_factorial_cohorts
 
 EXPERIMENTS = {**{f"cindex_{arm}": cindex_arm(arm) for arm in ARM_NAMES}, "oracle_ceilings": oracle_ceilings,
                "cindex": cindex_table, "trans_diagnostics": trans_diagnostics, "cost": cost_vs_patches,
                "cost_shapes": cost_at_paper_dims, "replication": replication, "compression": compression,
                "loss_ablation": loss_ablation, "recovery": prototype_recovery, "breast_cancer": breast_cancer_check,
-               "pi_share_knob": pi_share_knob, "cohort_size_knob": cohort_size_knob}
+               "pi_share_knob": pi_share_knob, "cohort_size_knob": cohort_size_knob,
+               "trans_factorial_cohorts": trans_factorial_cohorts}
