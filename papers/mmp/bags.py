@@ -2,7 +2,8 @@
 
 A TCGA patient's bag is every patch of every slide: tens of thousands of 1024-d UNI features, up to
 hundreds of MB, so a cohort of ~900 patients does not fit in RAM. `SlideBags` holds only each
-patient's slide paths and reads a bag when it is indexed: PANTHER aggregates one bag at a time, and a
+patient's slide paths and reads a bag when it is indexed: K-means reads only each training bag's first
+patches (`heads`), PANTHER aggregates one bag at a time, and a
 training batch of ABMIL or the full-token Transformer reads its patients' bags and drops them after.
 The synthetic profiles keep their bags as a list of arrays; the functions at the end serve both kinds.
 """
@@ -31,6 +32,25 @@ def read_slide_features(path: str | Path) -> np.ndarray:
         with h5py.File(path, "r") as f:
             x = np.asarray(f["features"][()], dtype=np.float32)
     return x.reshape(-1, x.shape[-1])
+
+
+def read_slide_head(path: str | Path, n: int) -> np.ndarray:
+    """The first `n` rows of one slide's features, reading only those rows: a slice of the .h5 dataset,
+    or of a memory-mapped .pt tensor (what K-means needs of a training bag)."""
+    path = Path(path)
+    if path.suffix == ".pt":
+        import torch
+
+        t = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        if isinstance(t, dict):
+            t = t["features"]
+        return np.array(t.reshape(-1, t.shape[-1])[:n].float().numpy(), dtype=np.float32)
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        ds = f["features"]
+        x = ds[0, :n] if ds.ndim == 3 else ds[:n]
+    return np.asarray(x, dtype=np.float32).reshape(-1, x.shape[-1])
 
 
 def slide_shape(path: str | Path) -> tuple[int, int]:
@@ -87,6 +107,18 @@ class SlideBags:
             return torch.from_numpy(x)
         return x
 
+    def head(self, i: int, n: int) -> np.ndarray:
+        """The first `n` patches of patient i's bag (its slides in order), reading only those rows."""
+        if self.rows is not None and self.rows[i] is not None:
+            return np.asarray(self.read(i))[:n]
+        parts, got = [], 0
+        for path in self.slides[i]:
+            if got >= n:
+                break
+            parts.append(read_slide_head(path, n - got))
+            got += len(parts[-1])
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
     def patch_counts(self) -> list[int]:
         """N_i of every patient, from the files' headers (or the kept rows)."""
         if self.rows is None:
@@ -112,6 +144,13 @@ class SlideBags:
 def patch_counts(bags) -> list[int]:
     """N_i of every bag, without reading lazy bags."""
     return bags.patch_counts() if isinstance(bags, SlideBags) else [len(b) for b in bags]
+
+
+def heads(bags, idx, n: int):
+    """The first `n` patches of each bag in `idx`, one at a time: for `SlideBags` only those rows are
+    read, so a fold reads each bag in full once (PANTHER), not twice (K-means, then PANTHER)."""
+    for i in idx:
+        yield bags.head(int(i), n) if isinstance(bags, SlideBags) else bags[i][:n]
 
 
 def feature_dim(bags) -> int:

@@ -14,6 +14,8 @@ Generator (all draws from one seed):
   standardised proportions: morphology mix (π) and grade (μ) from the slide, a weaker gene term, and
   a cross term between one morphology and one pathway that only a fused model can use. β_g has a
   fixed size on each active pathway (random sign), so the gene signal is set by design, not by a draw.
+  The π/μ knob (`pi_share`, null by default: the terms as drawn) rescales β_hᵀz(p) and β_sᵀg so that
+  the proportion term carries that share of their summed variance, the sum and every draw kept.
 - Weibull times T = (-log U / e^{log h})^{1/k}; censoring C ~ U(0, c_max) with c_max set by
   bisection so that the event rate hits its target (15–40%, like TCGA DSS).
 The true log h is kept, for an oracle c-index.
@@ -91,7 +93,11 @@ def make_cohort(cfg, seed: int) -> Cohort:
     beta_s = rng.choice([-1.0, 1.0], size=cfg.n_graded) * cfg.beta_grade
     k_star, c_star = int(rng.integers(k)), int(active[0])
     z_p = (realised - realised.mean(0)) / realised.std(0)
-    log_h = (z_p @ beta_h + grade @ beta_s + activity @ beta_g
+    term_pi, term_mu = z_p @ beta_h, grade @ beta_s
+    natural_share = float(term_pi.var() / (term_pi.var() + term_mu.var()))
+    if cfg.pi_share is not None:
+        term_pi, term_mu = pi_mu_terms(term_pi, term_mu, float(cfg.pi_share))
+    log_h = (term_pi + term_mu + activity @ beta_g
              + cfg.gamma_cross * z_p[:, k_star] * activity[:, c_star])
     log_h = log_h - log_h.mean()
     t_event = (-np.log(rng.uniform(size=n)) / np.exp(log_h)) ** (1.0 / cfg.weibull_shape)
@@ -108,7 +114,18 @@ def make_cohort(cfg, seed: int) -> Cohort:
                   site=site, proportions=realised, grade=grade, graded=graded, grade_directions=directions,
                   cross_pair=(k_star, c_star), activity=activity, log_hazard=log_h, centres=centres,
                   coefficients={"beta_h": beta_h, "beta_s": beta_s, "beta_g": beta_g, "active": active,
-                                "gamma": cfg.gamma_cross})
+                                "gamma": cfg.gamma_cross, "natural_pi_share": natural_share,
+                                "pi_share": float(term_pi.var() / (term_pi.var() + term_mu.var()))})
+
+
+def pi_mu_terms(term_pi: np.ndarray, term_mu: np.ndarray, share: float) -> tuple[np.ndarray, np.ndarray]:
+    """The π/μ knob: the proportion term β_hᵀz(p) and the grade term β_sᵀg rescaled so that the π term
+    carries `share` of their summed variance, the sum kept (share 0: only μ carries histology risk;
+    1: only π). The draws are untouched, so every share has the same patients, bags and folds."""
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"data.pi_share must be in [0, 1] (or null: the drawn terms as they are), got {share}")
+    total = term_pi.var() + term_mu.var()
+    return term_pi * np.sqrt(share * total / term_pi.var()), term_mu * np.sqrt((1 - share) * total / term_mu.var())
 
 
 def site_folds(site: np.ndarray, n_folds: int) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -244,14 +244,15 @@ class ABMIL(nn.Module):
         self.head = nn.Linear(dim, n_out)
 
     def forward(self, batch, return_map: bool = False):
-        bags = list(batch["bags"])   # a lazy `bags.SlideBags` view is read here, once
-        seg = torch.repeat_interleave(torch.arange(len(bags)), torch.tensor([len(b) for b in bags]))
+        dev = self.head.weight.device   # every tensor on the model's device (bags are read on the host)
+        bags = [torch.as_tensor(b).to(dev) for b in batch["bags"]]   # a lazy `bags.SlideBags` view is read here, once
+        seg = torch.cat([torch.full((len(b),), i, dtype=torch.long, device=dev) for i, b in enumerate(bags)])
         h = self.embed(torch.cat(bags))
         logit = self.att_w(torch.tanh(self.att_v(h)) * torch.sigmoid(self.att_u(h))).squeeze(-1)
-        peak = torch.full((len(bags),), -torch.inf, dtype=h.dtype).scatter_reduce(0, seg, logit, "amax")
+        peak = torch.full((len(bags),), -torch.inf, dtype=h.dtype, device=dev).scatter_reduce(0, seg, logit, "amax")
         w = torch.exp(logit - peak[seg])
-        w = w / torch.zeros(len(bags), dtype=h.dtype).index_add(0, seg, w)[seg]
-        pooled = torch.zeros(len(bags), h.shape[1], dtype=h.dtype).index_add(0, seg, w[:, None] * h)
+        w = w / torch.zeros(len(bags), dtype=h.dtype, device=dev).index_add(0, seg, w)[seg]
+        pooled = torch.zeros(len(bags), h.shape[1], dtype=h.dtype, device=dev).index_add(0, seg, w[:, None] * h)
         out = self.head(pooled)
         return (out, w) if return_map else out
 
@@ -277,15 +278,16 @@ class FullTokenTransformer(nn.Module):
         self.dim = dim
 
     def forward(self, batch):
-        bags = list(batch["bags"])   # a lazy `bags.SlideBags` view is read here, once
+        dev = self.head.weight.device   # every tensor on the model's device (bags are read on the host)
+        bags = [torch.as_tensor(b).to(dev) for b in batch["bags"]]   # a lazy `bags.SlideBags` view is read here, once
         n_max = max(len(b) for b in bags)
-        patches = torch.zeros(len(bags), n_max, bags[0].shape[1], dtype=bags[0].dtype)
-        valid = torch.zeros(len(bags), n_max, dtype=torch.bool)
+        patches = torch.zeros(len(bags), n_max, bags[0].shape[1], dtype=bags[0].dtype, device=dev)
+        valid = torch.zeros(len(bags), n_max, dtype=torch.bool, device=dev)
         for i, b in enumerate(bags):
             patches[i, :len(b)], valid[i, :len(b)] = b, True
         pw = self.pathway_tokens(batch["genes"])
         x = torch.cat([pw, self.patch_proj(patches)], dim=1)
-        valid = torch.cat([torch.ones(len(bags), pw.shape[1], dtype=torch.bool), valid], dim=1)
+        valid = torch.cat([torch.ones(len(bags), pw.shape[1], dtype=torch.bool, device=dev), valid], dim=1)
         q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
         if self.fused_attention:       # [B, 1 head, T, dim] with a key mask: the flash path, no T×T map
             x = x + self.proj(F.scaled_dot_product_attention(q[:, None], k[:, None], v[:, None],

@@ -5,14 +5,16 @@
 MMP = f"{RESULTS}/mmp"
 MMP_ARMS = ["abmil", "pathway", "mmp_histo", "mmp_gene", "mmp_trans", "mmp_trans_std_pi", "mmp_ot",
             "full_transformer", "prototype_cox", "token_linear", "token_mlp"]
-MMP_EXPERIMENTS = [f"cindex_{a}" for a in MMP_ARMS] + ["oracle_ceilings", "cindex", "replication", "trans_diagnostics", "cost", "cost_shapes", "compression", "loss_ablation", "recovery", "breast_cancer"]
+MMP_EXPERIMENTS = [f"cindex_{a}" for a in MMP_ARMS] + ["oracle_ceilings", "cindex", "replication", "trans_diagnostics", "cost", "cost_shapes", "compression", "loss_ablation", "recovery", "breast_cancer", "pi_share_knob", "cohort_size_knob", "trans_factorial_cohorts"]
 PAPER_METRICS["mmp"] = [f"{MMP}/metrics/{e}.json" for e in MMP_EXPERIMENTS]
 MMP_ARM_METRICS = [f"{MMP}/metrics/cindex_{a}.json" for a in MMP_ARMS]
 PAPER_TARGETS.extend(prov(f"{MMP}/tables/cindex.md", f"{MMP}/tables/replication.md", f"{MMP}/tables/token_spread.md", f"{MMP}/tables/trans_diagnostics.md", f"{MMP}/tables/trans_factorial.md", f"{MMP}/figures/interpretability.png",
                           f"{MMP}/figures/cost.png", f"{MMP}/tables/cost.md", f"{MMP}/tables/ot_speed.md", f"{MMP}/tables/cost_shapes.md",
                           f"{MMP}/tables/cost_shapes_measured.md", f"{MMP}/tables/compression.md",
                           f"{MMP}/tables/loss_ablation.md", f"{MMP}/figures/recovery.png",
-                          f"{MMP}/tables/recovery.md", f"{MMP}/tables/breast_cancer.md"))
+                          f"{MMP}/tables/recovery.md", f"{MMP}/tables/breast_cancer.md",
+                          f"{MMP}/tables/pi_share_knob.md", f"{MMP}/tables/cohort_size_knob.md",
+                          f"{MMP}/tables/trans_factorial_cohorts.md"))
 
 
 MMP_TRAINED_ARMS = [a for a in MMP_ARMS if a not in ("mmp_trans", "prototype_cox")]
@@ -64,6 +66,40 @@ rule mmp_interpretability_figure:
     threads: 1
     benchmark: bench("mmp_interpretability_figure")
     shell: experiment_cmd("mmp", "cindex_mmp_trans")
+
+
+rule mmp_trans_factorial_cohorts_table:
+    """The factorial's 1×-epoch cells (diagnostics.cohort_factors) on every replication cohort; cohort 0
+    read from trans_diagnostics."""
+    input: paper_config("mmp"), f"{MMP}/metrics/trans_diagnostics.json"
+    output:
+        prov(f"{MMP}/metrics/trans_factorial_cohorts.json", f"{MMP}/tables/trans_factorial_cohorts.csv",
+             f"{MMP}/tables/trans_factorial_cohorts.md")
+    threads: 1
+    benchmark: bench("mmp_trans_factorial_cohorts_table")
+    shell: experiment_cmd("mmp", "trans_factorial_cohorts")
+
+
+rule mmp_pi_share_knob_table:
+    """The π/μ knob: MMP-Trans, ABMIL and the full-token Transformer on 5 folds at each share of the
+    histology risk carried by π (knobs.pi_share); knob samples for the knob claims."""
+    input: paper_config("mmp")
+    output:
+        prov(f"{MMP}/metrics/pi_share_knob.json", f"{MMP}/tables/pi_share_knob.csv", f"{MMP}/tables/pi_share_knob.md")
+    threads: 1
+    benchmark: bench("mmp_pi_share_knob_table")
+    shell: experiment_cmd("mmp", "pi_share_knob")
+
+
+rule mmp_cohort_size_knob_table:
+    """The cohort-size knob: MMP-Trans and ABMIL on 5 folds at each cohort size (knobs.n_patients)."""
+    input: paper_config("mmp")
+    output:
+        prov(f"{MMP}/metrics/cohort_size_knob.json", f"{MMP}/tables/cohort_size_knob.csv",
+             f"{MMP}/tables/cohort_size_knob.md")
+    threads: 1
+    benchmark: bench("mmp_cohort_size_knob_table")
+    shell: experiment_cmd("mmp", "cohort_size_knob")
 
 
 rule mmp_oracle_ceilings:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 
 import lightning as L
-import numpy as np
 import torch
 
 from shared.sampling import EpochSeededSampler
@@ -68,20 +67,3 @@ class SurvivalModule(L.LightningModule):
         opt = torch.optim.AdamW(weight_decay_groups(self.model, self.weight_decay), lr=self.lr, foreach=True)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(self.steps_per_epoch, self.total_steps))
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
-
-
-class PatientBatches:
-    """collate_fn: patient indices → {"inputs": model batch, "time", "event", "bin"} (tensors)."""
-
-    def __init__(self, data: dict, time, event, bins=None):
-        self.data, self.time, self.event, self.bins = data, np.asarray(time, float), np.asarray(event, bool), bins
-
-    def __call__(self, idx) -> dict:
-        from .train import make_batch
-
-        idx = np.asarray(idx)
-        batch = {"inputs": make_batch(self.data, idx), "time": torch.as_tensor(self.time[idx]),
-                 "event": torch.as_tensor(self.event[idx])}
-        if self.bins is not None:
-            batch["bin"] = torch.as_tensor(self.bins[idx])
-        return batch

@@ -15,21 +15,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .batches import PatientBatches, make_batch
 from .losses import nll_bins, nll_risk, to_bins
-
-
-def make_batch(data: dict, idx) -> dict:
-    """Select patients `idx` from {"hist": tensor, "genes": tensor, "bags": list} (keys optional).
-    Bags in a `bags.SlideBags` are selected as a view (index-array indexing): nothing is read until
-    a model that uses them iterates the batch's bags."""
-    idx = np.asarray(idx)
-    batch = {}
-    for key, value in data.items():
-        if isinstance(value, list):
-            batch[key] = [value[i] for i in idx]
-        else:
-            batch[key] = value[torch.as_tensor(idx)]
-    return batch
 
 
 def train_survival(model, data: dict, time, event, *, loss: str, epochs: int, batch_size: int, lr: float,
@@ -49,7 +36,7 @@ def train_survival(model, data: dict, time, event, *, loss: str, epochs: int, ba
 
     from shared.training import fit, fit_folder, make_trainer
 
-    from .survival_module import LoopOrderSampler, PatientBatches, SurvivalModule
+    from .survival_module import LoopOrderSampler, SurvivalModule
 
     options = dict(options or {})
     if options.get("devices", 1) != 1 or options.get("num_nodes", 1) != 1:

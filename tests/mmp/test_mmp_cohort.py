@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from papers.mmp.data import make_cohort, site_folds
-from papers.mmp.experiments import ceiling_scores
+from papers.mmp.experiments.oracle_ceilings import ceiling_scores
 from papers.mmp.panther import gmm_aggregate
 from shared.config import load_config
 from shared.intervals import mean_interval

@@ -4,7 +4,7 @@ import torch
 
 from conftest import REPO
 
-from papers.mmp.experiments import PeakMemory
+from papers.mmp.measure import PeakMemory
 
 
 def test_peak_memory_counts_live_tensors():
@@ -53,7 +53,7 @@ def test_peak_memory_matches_the_torch_profilers_allocation_records():
 
 
 def test_measure_repeats_cheap_calls_until_min_time():
-    from papers.mmp.experiments import measure
+    from papers.mmp.measure import measure
 
     calls = []
     best, _ = measure(lambda: calls.append(1), 2, memory=False, min_time=0.05)
@@ -66,7 +66,7 @@ def test_measure_repeats_cheap_calls_until_min_time():
 def test_loglog_slope_recovers_a_power_law():
     import numpy as np
 
-    from papers.mmp.experiments import loglog_slope
+    from papers.mmp.measure import loglog_slope
 
     n = np.array([100, 300, 1000, 3000, 10000])
     assert loglog_slope(n, 3 * n ** 2.0) == pytest.approx(2.0)
@@ -96,7 +96,7 @@ def test_cost_experiment_writes_slopes_per_seed_and_the_ot_speedup(tmp_path):
 
 
 def test_breast_cancer_gene_groups_see_only_the_training_fold(tmp_path, monkeypatch):
-    import papers.mmp.experiments as ex
+    from papers.mmp.experiments import breast_cancer as ex
     from shared.config import load_config
     from shared.experiment import Run
 
@@ -118,7 +118,7 @@ def test_shape_counts_equal_the_measured_flops_and_bytes(tmp_path, monkeypatch):
     at every measured N, and the claims' N is a measured point. The aggregation is counted on its torch
     reference, which a CPU run takes (the tests' TRITON_INTERPRET would send it to the interpreter)."""
     monkeypatch.setenv("KERNELS_FORCE_REFERENCE", "1")
-    from papers.mmp.cost_shapes import cost_at_paper_dims
+    from papers.mmp.experiments.cost_shapes import cost_at_paper_dims
     from shared.config import load_config
     from shared.experiment import Run
 
@@ -138,7 +138,7 @@ def test_shape_counts_equal_the_measured_flops_and_bytes(tmp_path, monkeypatch):
 def test_fused_attention_is_the_same_function_without_the_map():
     import numpy as np
 
-    from papers.mmp.cost_shapes import full_token_bytes, peak_bytes
+    from papers.mmp.experiments.cost_shapes import full_token_bytes, peak_bytes
     from papers.mmp.models import FullTokenTransformer
 
     pathways = [np.arange(i, i + 5) for i in range(6)]

@@ -12,7 +12,7 @@ CFG = REPO / "papers" / "mmp" / "config.yaml"
 
 
 def test_fusion_usage_reads_histology_columns_and_the_heads_histology_share():
-    from papers.mmp.experiments import fusion_usage
+    from papers.mmp.experiments.trans_diagnostics import fusion_usage
 
     pathways = [np.arange(i, i + 4) for i in range(10)]
     model = MMP(9, 6, pathways, dim=8, code_dim=4, snn_dropout=0.0, dropout=0.0, n_out=1).eval()
@@ -77,3 +77,32 @@ def test_factorial_effects_recover_main_effects_and_interactions():
     assert eff["c"]["unit"] == "fold" and eff["c"]["test_train_ratio"] == 0.25
     with pytest.raises(ValueError, match="missing"):
         effects({k: v for k, v in scores.items() if k != "a+b"}, factors, 0.25)
+
+
+def test_factorial_over_cohorts_reads_cohort_0_and_trains_the_others_as_trans_diagnostics(tmp_path):
+    """`trans_factorial_cohorts`: cohort 0's cells are trans_diagnostics' own; cohort 1's equal
+    trans_diagnostics run at seed 1; every effect is a fold sample grouped by cohort."""
+    from papers.mmp.experiments import trans_diagnostics, trans_factorial_cohorts
+    from shared.config import load_config
+    from shared.experiment import Run
+    from shared.io import read_json, write_json
+
+    sets = ["diagnostics.factors=[std_pi,value_residual]", "diagnostics.variants=[]", "train.epochs=1"]
+    cfg0 = load_config(REPO / "papers" / "mmp" / "config.yaml", "smoke", sets)
+    cfg1 = load_config(REPO / "papers" / "mmp" / "config.yaml", "smoke", sets + ["seed=1"])
+    own = trans_diagnostics(Run("mmp", "trans_diagnostics", cfg0, tmp_path / "s0"))
+    other = trans_diagnostics(Run("mmp", "trans_diagnostics", cfg1, tmp_path / "s1"))
+    write_json(tmp_path / "s0" / "metrics" / "trans_diagnostics.json", own)   # what the CLI writes
+    own = read_json(tmp_path / "s0" / "metrics" / "trans_diagnostics.json")
+    out = trans_factorial_cohorts(Run("mmp", "trans_factorial_cohorts", cfg0, tmp_path / "s0"))
+    assert out["cohorts"] == [0, 1]
+    for cell in out["cells"]:
+        s = out["cindex"][cell]
+        n0 = own["cindex"][cell]["n"]
+        assert s["values"][:n0] == own["cindex"][cell]["values"]
+        assert s["values"][n0:] == pytest.approx(other["cindex"][cell]["values"])
+        assert s["groups"] == [0] * n0 + [1] * other["cindex"][cell]["n"] and s["group_unit"] == "cohort"
+    inter = out["effects"]["std_pi_x_value_residual"]
+    n0 = own["effects"]["std_pi_x_value_residual"]["n"]
+    assert inter["values"][:n0] == own["effects"]["std_pi_x_value_residual"]["values"]
+    assert inter["values"][n0:] == pytest.approx(other["effects"]["std_pi_x_value_residual"]["values"])

@@ -78,8 +78,8 @@ def test_cohort_folds_are_the_split_files(layout):
 
 
 def test_rna_and_pathways_parse_into_the_models_inputs(layout):
-    from papers.mmp.experiments import build_model, cohort_folds, prepare_fold
-    from papers.mmp.train import make_batch
+    from papers.mmp.experiments.arms import build_model, cohort_folds, prepare_fold
+    from papers.mmp.batches import make_batch
 
     cohort = load_tcga_cohort(Config.wrap(layout), N_FOLDS)
     rna = pd.read_csv(layout["rna_csv"], index_col=0)
@@ -105,8 +105,8 @@ def test_rna_and_pathways_parse_into_the_models_inputs(layout):
 
 
 def test_cohort_reads_bags_only_when_a_computation_needs_them(layout, monkeypatch):
-    from papers.mmp.experiments import prepare_fold
-    from papers.mmp.train import make_batch
+    from papers.mmp.experiments.arms import prepare_fold
+    from papers.mmp.batches import make_batch
 
     reads = count_reads(monkeypatch)
     cohort = load_tcga_cohort(Config.wrap(layout), N_FOLDS)
@@ -119,12 +119,13 @@ def test_cohort_reads_bags_only_when_a_computation_needs_them(layout, monkeypatc
     tr, te = cohort.folds[0]
     cfg = load_config(CFG, "smoke", ["data.source=tcga", "eval.folds=official_splits", f"eval.n_folds={N_FOLDS}"])
     fold = prepare_fold(cohort, tr, cfg, 0, 0)
-    # K-means reads the training bags, PANTHER every bag, one patient at a time; the model bags stay lazy
-    assert len(reads) == sum(n_slides[i] for i in tr) + sum(n_slides)
+    # each bag is read in full once per fold (PANTHER, one patient at a time); K-means reads only the
+    # training bags' first rows (`bags.heads`), never a whole file; the model bags stay lazy
+    assert sorted(map(str, reads)) == sorted(str(p) for paths in cohort.bags.slides for p in paths)
     reads.clear()
     batch = make_batch(fold["data"], te[:3])
     assert reads == []
-    from papers.mmp.experiments import build_model
+    from papers.mmp.experiments.arms import build_model
 
     build_model("abmil", cfg, cohort, 1, 0)(batch)
     assert len(reads) == sum(n_slides[i] for i in te[:3])
@@ -173,7 +174,7 @@ def test_a_slide_without_features_is_refused(tmp_path, layout):
 
 def test_official_folds_need_the_official_files():
     from papers.mmp.data import make_cohort
-    from papers.mmp.experiments import cohort_folds
+    from papers.mmp.experiments.arms import cohort_folds
 
     cfg = load_config(CFG, "smoke", ["eval.folds=official_splits"])
     with pytest.raises(ValueError, match="data.source: tcga"):
@@ -245,3 +246,16 @@ def test_slide_bags_read_h5_and_pt_alike_and_views_read_nothing(tmp_path, monkey
     assert torch.equal(view[1], torch.from_numpy(np.concatenate([a, 2 * b])[[0, 4]]))
     np.testing.assert_array_equal(bags[1:][0], a)
     assert len(reads) == 2 + 2 + 1
+
+
+def test_a_bags_head_reads_only_its_first_rows_and_equals_the_full_read(layout, monkeypatch):
+    """`SlideBags.head(i, n)` (what K-means reads) equals the first n rows of the full read, across a
+    patient's slides in order, for .h5 and .pt files, without a full read."""
+    cohort = load_tcga_cohort(Config.wrap(layout), N_FOLDS)
+    full = [cohort.bags[i] for i in range(len(cohort))]
+    reads = count_reads(monkeypatch)
+    for n in (1, 7, 50, 10_000):
+        for i, bag in enumerate(full):
+            np.testing.assert_array_equal(cohort.bags.head(i, n), bag[:n])
+    assert reads == []
+    assert any(len(paths) > 1 and bags_module.slide_shape(paths[0])[0] < 50 for paths in cohort.bags.slides)

@@ -62,7 +62,7 @@ def test_mmp_shapes_maps_and_determinism(fusion):
 
 def test_every_arm_trains_at_smoke(tmp_path):
     from papers.mmp.data import make_cohort, site_folds
-    from papers.mmp.experiments import ARM_NAMES, fit_predict, fit_predict_prototype_cox, prepare_fold
+    from papers.mmp.experiments.arms import ARM_NAMES, fit_predict, fit_predict_prototype_cox, prepare_fold
 
     cfg = load_config(CFG, "smoke")
     cohort = make_cohort(cfg.data, 0)
@@ -161,7 +161,7 @@ def test_unimodal_arms_ignore_the_other_modality(modality, ignored):
 
 def test_standardize_pi_zscores_pi_on_the_training_fold_only():
     from papers.mmp.data import make_cohort, site_folds
-    from papers.mmp.experiments import prepare_fold
+    from papers.mmp.experiments.arms import prepare_fold
 
     cfg = load_config(CFG, "smoke")
     cohort = make_cohort(cfg.data, 0)

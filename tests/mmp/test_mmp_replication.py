@@ -15,7 +15,7 @@ ARMS = ["mmp_trans", "pathway", "token_linear"]
 
 def test_replication_groups_folds_by_cohort_and_matches_the_arm_experiment_at_that_seed(tmp_path):
     from papers.mmp.experiments import cindex_arm
-    from papers.mmp.replication import replication
+    from papers.mmp.experiments.replication import replication
     from shared.claims_evidence import gather
 
     cfg = load_config(PAPER / "config.yaml", "smoke", [f"replication.arms=[{', '.join(ARMS)}]"])

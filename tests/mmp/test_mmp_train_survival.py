@@ -9,7 +9,8 @@ import torch
 from conftest import REPO
 from papers.mmp.losses import cox_loss, nll_bins, nll_loss, to_bins
 from papers.mmp.survival_module import LoopOrderSampler, warmup_cosine
-from papers.mmp.train import make_batch, predict_risk, train_survival
+from papers.mmp.batches import make_batch
+from papers.mmp.train import predict_risk, train_survival
 from shared.config import load_config
 from shared.seeding import derive_seed
 
@@ -53,7 +54,7 @@ def reference_fit(model, data, time, event, *, loss, epochs, batch_size, lr, wei
 @pytest.fixture(scope="module")
 def fold():
     from papers.mmp.data import make_cohort, site_folds
-    from papers.mmp.experiments import prepare_fold
+    from papers.mmp.experiments.arms import prepare_fold
 
     cfg = load_config(CFG, "smoke")
     cohort = make_cohort(cfg.data, 0)
@@ -62,7 +63,7 @@ def fold():
 
 
 def build(cfg, cohort, arm, n_out=1):
-    from papers.mmp.experiments import build_model
+    from papers.mmp.experiments.arms import build_model
 
     return build_model(arm, cfg, cohort, n_out, seed=7)
 

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .measure import PeakMemory
+from ..measure import PeakMemory
 
 
 def paper_pathways(dims) -> list:
@@ -108,8 +108,8 @@ def cost_at_paper_dims(run) -> dict:
     the full-token / MMP ratios at `cost_shapes.at_n`, where they are measured."""
     from shared.seeding import derive_seed
 
-    from .models import MMP, FullTokenTransformer
-    from .panther import gmm_aggregate, tokens
+    from ..models import MMP, FullTokenTransformer
+    from ..panther import gmm_aggregate, tokens
 
     cfg, seed = run.cfg, run.seed
     pd_ = cs = cfg.cost_shapes

@@ -21,9 +21,9 @@ from shared.samples import gap, sample
 def replication(run) -> dict:
     from shared.io import read_json
 
-    from .data import make_cohort, site_folds
-    from .experiments import ARM_NAMES, fit_predict, prepare_fold
-    from .metrics import cindex
+    from ..data import make_cohort, site_folds
+    from .arms import ARM_NAMES, fit_predict, prepare_fold
+    from ..metrics import cindex
 
     cfg = run.cfg
     arms = list(cfg.replication.arms)
