@@ -86,7 +86,7 @@ def job_costs(cfg) -> list[Cost]:
     base_steps, ft = int(cfg.base.steps), int(cfg.finetune.steps)
     n_variants = int(cfg.base.random_draws) + len(cfg.base.extra_kinds)
     n_arms = 6   # setup.FT_ARMS
-    grid = len(cfg.lr_grid.lrs) + int(cfg.lr_grid.extend)
+    grid = int(cfg.lr_grid.evaluations)   # every arm tries exactly this many lrs
     s = cfg.search
     probes = int(s.rounds) * 5 * len(s.multipliers) * search * len(s.seeds)   # 5 crucial groups per round
     costs = [
@@ -109,8 +109,7 @@ def job_costs(cfg) -> list[Cost]:
                          p2p_steps=new * int(cfg.scratch.max_steps), edits=new * n_in if i == 0 else 0,
                          note="both scratch arms per new concept to the plateau bound"))
         costs.append(job(f"finetune_s{i}", e2_steps=n_arms * new * ft, note=f"{n_arms} arms × {new} concepts"))
-    sizes = sum(int(n) for n in cfg.data_curve.sizes)
-    curve_steps = round(sizes * float(cfg.data_curve.epochs) / int(cfg.train.batch_size))
+    curve_steps = len(cfg.data_curve.sizes) * ft   # every subset size at the fine-tunes' own steps
     n_curve = len(cfg.data_curve.concepts or c.new)
     costs.append(job("data_size_curve", e2_steps=2 * seeds * n_curve * curve_steps, note="k-means and random subsets"))
     costs.append(job("base_ablation", e2_steps=(1 + n_variants) * seeds * new * ft, note="LoRA from every base"))

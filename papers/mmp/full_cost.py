@@ -54,11 +54,11 @@ def _arm(cfg, arm: str, name: str, folds: int | None = None, epochs_factor: floa
     if arm.startswith("mmp") or arm in LIGHT_ARMS:
         flops += _aggregation_flops(cfg) * folds / _folds(cfg)
     bag_bytes = PATCHES * int(cfg.data.dim) * 4
-    read = 2 * folds * PATIENTS * bag_bytes
+    read = folds * PATIENTS * bag_bytes   # each bag read in full once per fold
     return Cost(name, "cpu", flops=flops, flops_how="analytic", bytes_read=read,
                 cpu_s=flops / cpu_rate(), host_s=read / READ_BPS, cpu_how="analytic FLOPs / probed CPU rate",
                 host_mem_gb=PATIENTS * bag_bytes / 1e9 if arm in ("abmil", "full_transformer") else 8.0,
-                note=f"{folds} folds × {epochs:g} epochs, bags read twice per fold; {note}".rstrip("; "))
+                note=f"{folds} folds × {epochs:g} epochs, bags read once per fold; {note}".rstrip("; "))
 
 
 def job_costs(cfg) -> list[Cost]:
@@ -76,9 +76,31 @@ def job_costs(cfg) -> list[Cost]:
     costs.append(Cost("cost", "cpu", cpu_s=len(cfg.cost.n_patches) * int(cfg.cost.repeats) * int(cfg.cost.seeds) * 30,
                       cpu_how="stated", note="timed aggregation calls, ≤ 30 s each"))
     costs.append(Cost("cost_shapes", "cpu", cpu_s=600, cpu_how="stated", note="counted shapes up to 1e5 patches"))
+    k = cfg.knobs
+    bag_share = (int(k.data.n_patches_min) + int(k.data.n_patches_max)) / 2 / PATCHES   # the knobs' smaller bags
+    costs.append(_sum("pi_share_knob", [_arm(cfg, a, a) for a in k.pi_share_arms], len(k.pi_share) * bag_share,
+                      f"{len(k.pi_share)} points × {len(k.pi_share_arms)} arms, bags {bag_share:.2f} of the main cohort's",
+                      mem_scale=bag_share))
+    costs.append(_sum("cohort_size_knob", [_arm(cfg, a, a) for a in k.size_arms],
+                      sum(int(n) for n in k.n_patients) / PATIENTS * bag_share,
+                      f"{len(k.n_patients)} cohort sizes × {len(k.size_arms)} arms, bags {bag_share:.2f} of the main cohort's",
+                      mem_scale=max(int(n) for n in k.n_patients) / PATIENTS * bag_share))
+    cohorts = len(cfg.replication.cohort_seeds) - 1
+    cells = 2 ** len(cfg.diagnostics.cohort_factors)
+    costs.append(_sum("trans_factorial_cohorts", [_arm(cfg, "mmp_trans", "mmp_trans")], cohorts * cells,
+                      f"{cells} cells on {cohorts} further cohorts"))
     for name in ("cindex", "replication", "oracle_ceilings"):
         costs.append(Cost(name, "cpu", cpu_s=60, cpu_how="stated", note="tables from the arms' metrics at full"))
     return costs
+
+
+def _sum(name: str, parts: list[Cost], scale: float, note: str, mem_scale: float = 1.0) -> Cost:
+    """One job that trains `parts` (arm costs on the main cohort), scaled by `scale` (points, cohorts,
+    the share of patients and patches)."""
+    return Cost(name, "cpu", flops=scale * sum(p.flops for p in parts), flops_how="analytic",
+                bytes_read=scale * sum(p.bytes_read for p in parts), cpu_s=scale * sum(p.cpu_s for p in parts),
+                host_s=scale * sum(p.host_s for p in parts), cpu_how="analytic FLOPs / probed CPU rate",
+                host_mem_gb=max(8.0, mem_scale * max(p.host_mem_gb for p in parts)), note=note)
 
 
 def probe_flops(cfg) -> float:
