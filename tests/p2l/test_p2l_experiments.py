@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from papers.p2l import build_operator, solve
-from papers.p2l.experiments import _solve_batches, cell, record_scores
+from papers.p2l.experiments.problems import _solve_batches, cell, record_scores
 from shared.config import load_config
 from shared.samples import combine, sample
 
@@ -61,7 +61,7 @@ def test_full_profile_images_are_centre_cropped_not_squashed(tmp_path):
     would squash the blue third in. Files are taken in name order, the first n_val for validation."""
     from PIL import Image
 
-    from papers.p2l.experiments import load_images
+    from papers.p2l.experiments.problems import load_images
 
     img = np.zeros((20, 60, 3), np.uint8)
     img[:, :, 0] = 255
@@ -80,7 +80,7 @@ def test_full_profile_reads_an_imagenet_style_split_list(tmp_path):
     the images are the listed ones in the list's order, the first n_val for validation and the next ones
     for the test; without the list, every image under the folder in path order; a listed file that is
     missing, or too few images, stops with one line naming it."""
-    from papers.p2l.experiments import image_files, load_images
+    from papers.p2l.experiments.problems import image_files, load_images
     from papers.p2l.rehearsal_assets import write_imagenet_split
     from shared.assets import MissingAssetError
 
