@@ -101,3 +101,20 @@ def test_full_profile_reads_an_imagenet_style_split_list(tmp_path):
     (root / listed[1]).unlink()
     with pytest.raises(MissingAssetError, match=f"1 of the 3 images .*first: {listed[1]}"):
         image_files(cfg)
+
+
+def test_every_import_of_the_experiments_resolves_function_local_ones_too():
+    """The experiments import some modules inside functions (Lightning only where a job trains): each such
+    relative import names a module and attributes that exist at its package depth."""
+    import ast
+    import importlib
+
+    import papers.p2l.experiments as pkg
+
+    for path in Path(pkg.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:   # relative to the package, in every module
+                target = importlib.import_module("." * node.level + (node.module or ""), pkg.__name__)
+                for alias in node.names:
+                    assert hasattr(target, alias.name) or importlib.util.find_spec(
+                        f"{target.__name__}.{alias.name}"), f"{path.name}: {node.module}.{alias.name}"

@@ -54,6 +54,7 @@ def test_floors_see_the_main_tables_images_and_noise(cfg, task, tmp_path, monkey
         assert torch.equal(y_main, y), method         # the same images, order and noise, bit for bit
     # and the floors experiment itself scores its arms against those images, from that y
     cfg_one = load_config(CONFIG, "smoke", [f"main_tasks=[{task}]"])
+    monkeypatch.setattr(R, "ceilings", lambda *a: {})      # no trained prior here
     result = R.floors(Run("p2l", "floors", cfg_one, tmp_path))
     k, n = cfg.data.noise_seeds, cfg.data.n_test
     per_draw = M.ssim(R.measurement_image(op, y_main).clamp(-1, 1), gt)     # seed-major: draw j is rows j·n …
@@ -77,21 +78,35 @@ def test_least_squares_floor_lowers_the_residual(cfg, task):
     assert torch.all(fit < 2 * noise), (fit / noise)
 
 
-def test_floors_table_lists_every_task_and_the_main_methods(cfg, tmp_path):
+def test_floors_table_lists_every_task_and_the_main_methods(cfg, tmp_path, monkeypatch):
     from shared.io import write_json
     from shared.samples import sample
 
     n = cfg.data.n_test
     for i, task in enumerate(cfg.main_tasks):
-        methods = {m: {"ssim": sample(np.linspace(0.1, 0.2, n) + i, "image")} for m in ("ldps", "psld", "p2l")}
+        methods = {m: {"ssim": sample(np.linspace(0.1, 0.2, n) + i, "image"),
+                       "psnr": sample(np.linspace(10, 12, n) + i, "image")} for m in ("ldps", "psld", "p2l")}
         write_json(tmp_path / "metrics" / f"main_{task}.json", {"methods": methods})
+    ceiling = {"ssim": np.full(n, 0.9), "psnr": np.full(n, 30.0)}
+    monkeypatch.setattr(R, "ceilings", lambda *a: {"vae_round_trip": ceiling, "generator_fit": ceiling})
     result = R.floors(Run("p2l", "floors", cfg, tmp_path))
     assert set(result["tasks"]) == set(cfg.main_tasks) and result["cg_iters"] == 5
-    table = (tmp_path / "tables" / "floors.csv").read_text()
-    for col in ("measurement ssim", "least_squares psnr", "p2l ssim", "psld ssim", "ldps ssim"):
-        assert col in table
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "tables" / "floors.csv")
+    for col in ("metric", "measurement", "least_squares", "classical", "classical solver", "p2l", "psld", "ldps",
+                "vae_round_trip", "generator_fit"):
+        assert col in table.columns, col
+    assert len(table) == 2 * len(cfg.main_tasks) and set(table.metric) == {"ssim", "psnr"}
+    for task in cfg.main_tasks:
+        res = result["tasks"][task]
+        assert {"ssim", "psnr"} <= set(res["classical"]) and res["classical"]["ssim"]["n"] == n
+        assert set(res["classical"]["chosen"]) == {"ssim", "psnr"}
+        assert res["generator_fit"]["ssim"]["mean"] == 0.9
+    assert set(result["p2l_tasks_beating_classical"]) == {"ssim", "psnr"}
     standing = (tmp_path / "tables" / "floors_standing.csv").read_text().splitlines()
-    assert len(standing) == 1 + 3 * len(cfg.main_tasks)
+    assert len(standing) == 1 + 3 * 2 * len(cfg.main_tasks)
+    assert (tmp_path / "tables" / "floors_tuning.csv").is_file()
 
 
 def test_main_task_averages_the_noise_draws_per_image(cfg, tmp_path, monkeypatch):

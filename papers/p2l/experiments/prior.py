@@ -20,7 +20,7 @@ def train_attribute_classifier(run) -> dict:
     cfg = run.cfg
     if cfg.full.sd_path:
         return {"skipped": "full profile: no attribute classifier (the tiny world's attributes)"}
-    from .prior import train_classifier   # Lightning (≈ 3 s to import): only the training jobs need it
+    from ..prior import train_classifier   # Lightning (≈ 3 s to import): only the training jobs need it
 
     start = time.perf_counter()
     data = make_split(run.seed, "train", cfg.data.n_train, cfg.image_size)
@@ -36,7 +36,7 @@ def train_prior(run) -> dict:
     cfg = run.cfg
     if cfg.full.sd_path:
         return {"skipped": "full profile uses Stable Diffusion from full.sd_path"}
-    from .prior import encode_all, train_ldm, train_vae   # Lightning: only the training jobs import it
+    from ..prior import encode_all, train_ldm, train_vae   # Lightning: only the training jobs import it
 
     start = time.perf_counter()
     data = make_split(run.seed, "train", cfg.data.n_train, cfg.image_size)
