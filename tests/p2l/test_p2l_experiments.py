@@ -33,6 +33,11 @@ def test_solve_batches_keeps_each_image_in_its_place(ldm):
     assert torch.equal(x[1:2], alone.x)
     for k in ("off_range", "prompt_cos", "null_cos"):
         np.testing.assert_allclose(per_image[k][:, 1], alone.per_image[k][:, 0].numpy())
+    # the tuned prompt's caption rank: one 0/1 record per image, only for methods that tune the prompt
+    assert per_image["caption_top1"].shape == (1, 2) and set(per_image["caption_top1"].ravel()) <= {0.0, 1.0}
+    assert per_image["caption_top1"][0, 1] == 0.0          # "blue cross light" is not one of the world's captions
+    *_, ldps_records, _ = _solve_batches("ldps", y, op, ldm, cfg, 5, CAPTIONS, record_every=1)
+    assert "caption_top1" not in ldps_records
 
 
 def test_record_scores_are_per_image():

@@ -10,11 +10,12 @@ import torch
 from shared.assets import MissingAssetError, require_path
 from shared.samples import is_sample
 
+from .. import metrics as M
 from ..components import AttributeClassifier
-from ..data import make_split
+from ..data import ATTRIBUTES, make_split
 from ..models import LatentDiffusion, load_stable_diffusion, resolve_device
 from ..operators import build_operator
-from ..solver import solve
+from ..solver import METHODS, solve
 
 
 TASKS = ("sr", "gblur", "motion", "inpaint_box", "inpaint_random")
@@ -133,12 +134,25 @@ def _solve_batches(method, y, op, ldm, cfg, seed, captions, repeats: int = 1, **
         xs.append(sol.x)
         wall += sol.wall_s
         trajs.append(sol.trajectory)
+        if captions is not None and METHODS[method].get("prompt_lr"):   # a tuned prompt: does it find its caption?
+            sol.per_image["caption_top1"] = caption_top1(ldm, sol.prompt, captions[b:b + bs])[None]
         records.append(sol.per_image)
     traj = {k: (np.mean([t[k] for t in trajs], 0).tolist() if trajs[0][k] else []) for k in trajs[0]}
     traj["step"] = trajs[0]["step"]
     per_image = {k: torch.cat([r[k] for r in records], 1).numpy() for k in records[0]}
     calls = {"nfe": sol.nfe, "decoder": sol.decoder_calls, "encoder": sol.encoder_calls}
     return torch.cat(xs), sol.nfe, wall, traj, per_image, calls
+
+
+ALL_CAPTIONS = [f"{c} {s} {b}" for s in ATTRIBUTES["shape"] for c in ATTRIBUTES["colour"] for b in ATTRIBUTES["background"]]
+
+
+def caption_top1(ldm, prompt: torch.Tensor, captions: list[str]) -> torch.Tensor:
+    """[B] 1 where the true caption has the largest cosine gain cos(C*, C_c) − cos(C_∅, C_c) of the world's
+    18 captions (`metrics.caption_gains`); chance is 1/18."""
+    gains = M.caption_gains(prompt.cpu(), ldm.null_prompt(1).cpu(), ldm.embed(ALL_CAPTIONS).cpu())
+    truth = np.array([ALL_CAPTIONS.index(c) if c in ALL_CAPTIONS else -1 for c in captions])   # -1: not the world's
+    return torch.from_numpy((gains.argmax(1) == truth).astype(np.float64))
 
 
 def record_scores(per_image: dict) -> dict:
@@ -148,7 +162,7 @@ def record_scores(per_image: dict) -> dict:
     if "off_range" in per_image:
         scores["off_range"] = per_image["off_range"].mean(0)
         scores["final_off_range"] = per_image["off_range"][-1]
-    for k in ("prompt_cos", "null_cos"):
+    for k in ("prompt_cos", "null_cos", "caption_top1"):
         if k in per_image:
             scores[k] = per_image[k][-1]
     return scores
