@@ -93,7 +93,8 @@ def floors(run) -> dict:
         out[task]["least_squares_solve"] = least_squares_solve(op, hp["lam"], hp["cg_iters"])
         # the classical floor: chosen on the validation images (their own noise, seeded as the tuning's)
         choice, srows = classical_search(cfg, op, val, run.seed + 1)
-        search_rows += [{"task": task, **r} for r in srows]
+        search_rows += [{"task": task, **r, "value": "" if r["value"] is None else f"{r['value']:.3g}",
+                         "edge": "edge" if r.get("edge") else ""} for r in srows]
         out[task]["classical"] = {"chosen": choice}
         for m in METRICS:
             x = _solve_classical(choice[m]["solver"], y, op, choice[m]["value"], cfg.references)
