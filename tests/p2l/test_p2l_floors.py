@@ -134,3 +134,10 @@ def test_main_task_averages_the_noise_draws_per_image(cfg, tmp_path, monkeypatch
     first = table[(table.method == "psld") & (table.noise_seed == 0)].sort_values("image")["ssim"].values
     np.testing.assert_allclose(res["methods"]["psld"]["first_draw"]["ssim"]["values"], first)
     assert not np.allclose(ssim["values"], first)        # the draws differ, so the mean is not the first draw
+    # artifacts as an outcome: per image, |hf(x̂) − hf(x)| averaged over the draws, as in the per-image table
+    by_image_hf = table[table.method == "psld"].groupby("image")["hf_error"].mean()
+    np.testing.assert_allclose(res["methods"]["psld"]["hf_error"]["values"], by_image_hf.loc[range(n)].values)
+    gt_hf = M.high_frequency_energy(P.load_images(cfg, "test", n)["images"])
+    x_hf = table[(table.method == "psld") & (table.noise_seed == 0)].sort_values("image")["hf_energy"].values
+    first_err = table[(table.method == "psld") & (table.noise_seed == 0)].sort_values("image")["hf_error"].values
+    np.testing.assert_allclose(first_err, np.abs(x_hf - gt_hf), rtol=1e-6)

@@ -42,6 +42,7 @@ def main_table(run) -> dict:
                                  "nfe_ratio_to_ldps": r["nfe_ratio_to_ldps"]})
             hf_rows.append({"task": task, "method": m, "n": r["hf_energy"]["n"], "hf_energy": cell(r["hf_energy"]),
                             "gt_hf_energy": res["gt_hf_energy"],
+                            "hf_error": cell(r["hf_error"]) if "hf_error" in r else None,
                             "final_off_range": cell(r["final_off_range"]) if "final_off_range" in r else None})
     run.save_table(pd.DataFrame(rows), "main_table")
     wide = pd.DataFrame(wide_rows).pivot_table(index="task", columns=["metric", "method"], values="mean", sort=False)

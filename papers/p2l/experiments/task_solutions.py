@@ -33,12 +33,15 @@ def main_task(run, task: str) -> dict:
     k = int(cfg.data.noise_seeds)   # rows: image i under draw d at d·n_test + i
     idx = M.bootstrap_indices(len(gt) // k, cfg.bootstrap.n, run.seed, draws=k)
     per_image, out, recon, fd_boots = [], {}, {}, {}
+    gt_hf = M.high_frequency_energy(gt)   # per problem
     full_metrics = FullMetrics(cfg)   # full: LPIPS per image, FID per method (metrics.lpips / metrics.fid)
     for m in methods:
         hp = {**method_hparams(cfg, m), **tuned[m], "record_every": cfg.solve.record_every}
         x, nfe, wall, traj, records, calls = _solve_batches(m, y, op, ldm, cfg, run.seed, test["captions"], **hp)
         recon[m] = x
-        scores = {"psnr": M.psnr(x, gt), "ssim": M.ssim(x, gt), "hf_energy": M.high_frequency_energy(x),
+        hf = M.high_frequency_energy(x)
+        # artifacts as an outcome: how far the output's high-frequency share is from its ground truth's
+        scores = {"psnr": M.psnr(x, gt), "ssim": M.ssim(x, gt), "hf_energy": hf, "hf_error": np.abs(hf - gt_hf),
                   "residual": M.per_image_residual(op, x, y), **record_scores(records),
                   **full_metrics.scores(x, gt)}
         if clf is not None:
@@ -82,8 +85,7 @@ def main_task(run, task: str) -> dict:
     run.save_table(pd.DataFrame(per_image), f"per_image_{task}")
     fig = grid_figure(task, op, y, gt, recon, n=cfg.figure.grid_images)
     run.save_figure(fig, f"grid_{task}")
-    gt_hf = M.high_frequency_energy(gt).mean()
-    return {"task": task, "methods": out, "paired": diffs, "gt_hf_energy": float(gt_hf), "sigma_y": cfg.solve.sigma_y,
+    return {"task": task, "methods": out, "paired": diffs, "gt_hf_energy": float(gt_hf.mean()), "sigma_y": cfg.solve.sigma_y,
             "steps": cfg.solve.steps, "n_test": len(gt) // int(cfg.data.noise_seeds),
             "noise_seeds": int(cfg.data.noise_seeds)}
 
