@@ -9,6 +9,7 @@ main_table    the task × method table, the grid and trajectory figures, runtime
 floors        per task, two prior-free arms on the main table's test images and noise: the measurement
               itself on the image grid, and P2L's proximal data-consistency solve started from zero
 ablation      prompt tuning / projection on and off, proximal vs gluing, K and τ
+severity_knob the SR factor 2 → 4 → 8: LDPS and P2L, each tuned at every factor
 
 Per-image metrics are written as `shared.samples.sample(values, "image")`: every method sees the same
 test images in the same order, the same measurement noise and the same initial latents (batch b is
@@ -22,6 +23,7 @@ from __future__ import annotations
 from functools import partial
 
 from .ablation import ablation
+from .knob import severity_knob
 from .main_table import main_table
 from .prior import prior_gate, train_attribute_classifier, train_prior
 from .problems import TASKS, load_classifier, load_images, load_prior
@@ -31,6 +33,7 @@ from .task_solutions import main_task
 
 EXPERIMENTS = {"train_classifier": train_attribute_classifier, "train_prior": train_prior, "prior_gate": prior_gate,
                **{f"main_{t}": partial(main_task, task=t) for t in TASKS}, "main_table": main_table,
-               "floors": floors, "ablation": ablation, "steps_check": steps_check}
+               "floors": floors, "ablation": ablation, "steps_check": steps_check,
+               "severity_knob": severity_knob}
 
 __all__ = ["EXPERIMENTS", "load_classifier", "load_images", "load_prior"]
