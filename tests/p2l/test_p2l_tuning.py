@@ -122,3 +122,9 @@ def test_per_image_prompt_lr_equals_solving_each_value_alone(ldm):
         torch.testing.assert_close(both.x[i:i + 1], alone.x, atol=1e-4, rtol=1e-3)   # batch-size rounding
         torch.testing.assert_close(both.prompt[i:i + 1], alone.prompt, atol=1e-5, rtol=1e-4)
     assert not torch.allclose(both.prompt[0], both.prompt[2], atol=1e-5)
+
+
+def test_edge_flags_mark_a_choice_at_the_grids_edge():
+    rows = [{"rho": r, "prompt_lr": lr} for r in (0.5, 1.0, 2.0) for lr in (0.001, 0.01)]
+    assert TU.edge_flags({"rho": 1.0, "prompt_lr": 0.01}, rows) == {"rho": False, "prompt_lr": True}
+    assert TU.edge_flags({"rho": 0.5, "prompt_lr": 0.001}, rows) == {"rho": True, "prompt_lr": True}

@@ -34,6 +34,9 @@ def main_table(run) -> dict:
             if "fd_bootstrap_ci" in r:
                 row["fd_ci"] = "[{:.3f}, {:.3f}]".format(*r["fd_bootstrap_ci"])
             row["rho"] = r["rho"]
+            # every tuned value, "(edge)" where it lies at an edge of the grid tried
+            row["tuned"] = ", ".join(f"{k} = {v:g}" + (" (edge)" if r.get("tuned_at_edge", {}).get(k) else "")
+                                     for k, v in r.get("tuned", {}).items())
             rows.append(row)
             runtime_rows.append({"task": task, "method": m, "nfe_per_image": r["nfe"],
                                  "decoder_calls": r["decoder_calls"], "encoder_calls": r["encoder_calls"],

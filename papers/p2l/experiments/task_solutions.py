@@ -11,7 +11,7 @@ from ..data import make_split
 from ..full_metrics import FullMetrics
 from .problems import (TASK_NAMES, _show, _solve_batches, held_out_problem, load_classifier, load_images, load_prior,
                        method_hparams, per_image_mean, record_scores)
-from .tuning import tune, tuning_figure
+from .tuning import edge_flags, tune, tuning_figure
 
 
 def main_task(run, task: str) -> dict:
@@ -20,9 +20,10 @@ def main_task(run, task: str) -> dict:
     op, test, y = held_out_problem(cfg, task, run.seed)
     val = load_images(cfg, "val", cfg.data.n_val)
     methods = [m for m in cfg.methods if not m.startswith("oracle") or test["captions"] is not None]
-    tuned, tuning_rows = {}, []
+    tuned, tuning_rows, edges = {}, [], {}
     for m in methods:
         tuned[m], rows = tune(cfg, m, task, op, ldm, val, run.seed + 1)
+        edges[m] = edge_flags(tuned[m], rows)
         tuning_rows += rows
     run.save_table(pd.DataFrame(tuning_rows), f"tuning_{task}")
     run.save_figure(tuning_figure(task, tuning_rows), f"tuning_{task}")
@@ -59,7 +60,7 @@ def main_task(run, task: str) -> dict:
             out[m]["fd_bootstrap_ci"] = M.percentile_interval(fd_boots[m])
         if (fid := full_metrics.fid(x, gt)) is not None:
             out[m]["fid"] = sample([fid], "seed")   # one set: the per-image LPIPS carries the interval
-        out[m].update({"rho": tuned[m]["rho"], "tuned": tuned[m], "nfe": nfe, "decoder_calls": calls["decoder"],
+        out[m].update({"rho": tuned[m]["rho"], "tuned": tuned[m], "tuned_at_edge": edges[m], "nfe": nfe, "decoder_calls": calls["decoder"],
                        "encoder_calls": calls["encoder"], "wall_s": sample([wall], "seed"), "trajectory": traj})
         for i in range(len(gt)):
             per_image.append({"task": task, "method": m, "image": i % cfg.data.n_test,

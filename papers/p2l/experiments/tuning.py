@@ -64,3 +64,9 @@ def tuning_figure(task, rows):
     ax.legend(fontsize=6)
     fig.tight_layout()
     return fig
+
+
+def edge_flags(best: dict, rows: list[dict]) -> dict:
+    """Per tuned axis, whether the chosen value lies at an edge of the grid that was tried (a grid with
+    one value is its own edge): where the grid should be extended."""
+    return {k: bool(v in (min(r[k] for r in rows), max(r[k] for r in rows))) for k, v in best.items()}
