@@ -113,8 +113,10 @@ def test_main_task_averages_the_noise_draws_per_image(cfg, tmp_path, monkeypatch
     """With k noise draws, each method's per-image sample holds one value per image: the mean of that
     image's k draws in the per-image table (the images are the units, n = n_test)."""
     def solve_as_measurement(method, y, op, ldm, cfg_, seed, captions, repeats=1, **hp):
+        # P2L alone records its prompt's caption rank (a per-image score the other methods lack)
+        records = {"caption_top1": np.ones((1, len(y)))} if method == "p2l" else {}
         return (R.measurement_image(op, y).clamp(-1, 1), 1, 1.0,
-                {"step": [], "t": [], "off_range": [], "prompt_cos": [], "null_cos": []}, {},
+                {"step": [], "t": [], "off_range": [], "prompt_cos": [], "null_cos": []}, records,
                 {"nfe": 1, "decoder": 1, "encoder": 0})
 
     monkeypatch.setattr(T, "load_prior", lambda cfg_, out_: None)
@@ -134,6 +136,7 @@ def test_main_task_averages_the_noise_draws_per_image(cfg, tmp_path, monkeypatch
     first = table[(table.method == "psld") & (table.noise_seed == 0)].sort_values("image")["ssim"].values
     np.testing.assert_allclose(res["methods"]["psld"]["first_draw"]["ssim"]["values"], first)
     assert not np.allclose(ssim["values"], first)        # the draws differ, so the mean is not the first draw
+    assert res["methods"]["p2l"]["caption_top1"]["mean"] == 1.0 and "caption_top1" not in res["paired"]["p2l_minus_psld"]
     # artifacts as an outcome: per image, |hf(x̂) − hf(x)| averaged over the draws, as in the per-image table
     by_image_hf = table[table.method == "psld"].groupby("image")["hf_error"].mean()
     np.testing.assert_allclose(res["methods"]["psld"]["hf_error"]["values"], by_image_hf.loc[range(n)].values)

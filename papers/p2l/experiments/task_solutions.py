@@ -77,7 +77,8 @@ def main_task(run, task: str) -> dict:
     for a, b in (("p2l", "psld"), ("psld", "ldps"), ("p2l", "ldps"), ("oracle_projection", "p2l")):
         if a in out and b in out:
             diffs[f"{a}_minus_{b}"] = {k: combine([v, out[b][k]], lambda u, w: u - w)
-                                       for k, v in out[a].items() if is_sample(v) and v["unit"] == "image"}
+                                       for k, v in out[a].items()
+                                       if is_sample(v) and v["unit"] == "image" and k in out[b]}
             diffs[f"{a}_minus_{b}"]["first_draw"] = {k: combine([v, out[b]["first_draw"][k]], lambda u, w: u - w)
                                                      for k, v in out[a]["first_draw"].items()}
             if a in fd_boots:
