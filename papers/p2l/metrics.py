@@ -81,3 +81,29 @@ def per_image_residual(operator, x: torch.Tensor, y: torch.Tensor) -> np.ndarray
     """‖y − A x̂‖ / √m per image (compare with σ_y)."""
     r = (y - operator.forward(x)).flatten(1)
     return (r.norm(dim=1) / r.shape[1] ** 0.5).double().numpy()
+
+
+def fd_pseudo_values(feat: np.ndarray, ref_feat: np.ndarray, n: int, draws: int = 1) -> np.ndarray:
+    """Per image, the jackknife pseudo-value of the FD proxy: n·FD(all) − (n − 1)·FD(without image i),
+    the image left out with all its noise draws (rows draw-major, as `bootstrap_indices`). Their mean is
+    the jackknife estimate of FD; they are linear in FD, so the pseudo-values of two methods on the same
+    images pair by image and their difference is that of FD(a) − FD(b). One value per image, so the
+    ledger decides an FD comparison by its paired bootstrap over images."""
+    full = frechet_distance(feat, ref_feat)
+    rows = np.arange(n * draws).reshape(draws, n)
+    out = np.empty(n)
+    for i in range(n):
+        keep = np.delete(rows, i, axis=1).ravel()
+        out[i] = n * full - (n - 1) * frechet_distance(feat[keep], ref_feat)
+    return out
+
+
+def caption_gains(prompt: torch.Tensor, null: torch.Tensor, captions: torch.Tensor) -> np.ndarray:
+    """[B, n_captions]: how much the tuned prompt's cosine to each caption's embedding rose over the null
+    prompt's, cos(C*, C_c) − cos(C_∅, C_c). The prompt moves toward its own caption where the true
+    caption has the largest gain (not merely the largest cosine, which C_∅ dominates)."""
+    p, c = prompt.flatten(1).double(), captions.flatten(1).double()
+    z = null.flatten(1).double()[:1]
+    cos = torch.nn.functional.normalize(p, dim=1) @ torch.nn.functional.normalize(c, dim=1).T
+    base = torch.nn.functional.normalize(z, dim=1) @ torch.nn.functional.normalize(c, dim=1).T
+    return (cos - base).numpy()

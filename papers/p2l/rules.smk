@@ -12,14 +12,16 @@ P2L_PARTS = [f"{P2L}/metrics/main_{t}.json" for t in P2L_TASKS]
 
 
 
+P2L_KNOB = [f"{P2L}/metrics/severity_knob.json"] if _P2L_TINY_PRIOR else []   # the tiny world's SR-factor knob
 PAPER_METRICS["p2l"] = P2L_PRIOR + P2L_GATE + P2L_PARTS + [f"{P2L}/metrics/main_table.json", f"{P2L}/metrics/floors.json",
-                                                 f"{P2L}/metrics/ablation.json", f"{P2L}/metrics/steps_check.json"]
+                                                 f"{P2L}/metrics/ablation.json", f"{P2L}/metrics/steps_check.json"] + P2L_KNOB
 PAPER_TARGETS.extend(prov(
     *([f"{P2L}/figures/prior_samples.png"] if P2L_GATE else []),
+    *([f"{P2L}/tables/{k}.md" for k in ("severity_knob", "severity_knob_tuning")] if P2L_KNOB else []),
     *[f"{P2L}/figures/{k}_{t}.png" for t in P2L_TASKS for k in ("grid", "tuning")],
     *[f"{P2L}/tables/{k}_{t}.md" for t in P2L_TASKS for k in ("tuning", "per_image")],
     *[f"{P2L}/tables/{k}.md" for k in ("main_table", "main_table_wide", "runtime_nfe", "artifacts_range", "floors",
-                                       "floors_standing", "ablation", "ablation_tuning", "steps_check")],
+                                       "floors_standing", "floors_tuning", "ablation", "ablation_tuning", "steps_check")],
     f"{P2L}/figures/prompt_trajectory.png", f"{P2L}/figures/off_range.png",
 ))
 
@@ -80,12 +82,13 @@ rule p2l_main_table:
 
 
 rule p2l_floors_table:
-    """The measurement and least-squares floors on the main table's test images and noise (no prior,
-    seconds), beside the main table's SSIM, which is why the task parts are inputs."""
-    input: paper_config("p2l"), P2L_PARTS
+    """The floors (measurement, least squares, the classical solver chosen on validation images) and the
+    ceilings (VAE round trip, the generator's fit) on the main table's test images and noise (seconds),
+    beside the main table's SSIM and PSNR, which is why the task parts are inputs."""
+    input: paper_config("p2l"), P2L_PRIOR, P2L_PARTS
     output:
         prov(f"{P2L}/metrics/floors.json",
-             *[f"{P2L}/tables/{k}.{e}" for k in ("floors", "floors_standing") for e in ("csv", "md")])
+             *[f"{P2L}/tables/{k}.{e}" for k in ("floors", "floors_standing", "floors_tuning") for e in ("csv", "md")])
     benchmark: bench("p2l_floors_table")
     priority: 20
     threads: 1
@@ -111,3 +114,15 @@ rule p2l_steps_check:
     priority: 100
     threads: 1
     shell: experiment_cmd("p2l", "steps_check")
+
+
+rule p2l_severity_knob:
+    """The SR factor 2 → 4 → 8 (the tiny world only): LDPS and P2L, each tuned again at every factor."""
+    input: paper_config("p2l"), P2L_PRIOR
+    output:
+        prov(f"{P2L}/metrics/severity_knob.json",
+             *[f"{P2L}/tables/{k}.{e}" for k in ("severity_knob", "severity_knob_tuning") for e in ("csv", "md")])
+    benchmark: bench("p2l_severity_knob")
+    priority: 150
+    threads: 1
+    shell: experiment_cmd("p2l", "severity_knob")

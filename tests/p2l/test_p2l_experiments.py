@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from papers.p2l import build_operator, solve
-from papers.p2l.experiments import _solve_batches, cell, record_scores
+from papers.p2l.experiments.problems import _solve_batches, cell, record_scores
 from shared.config import load_config
 from shared.samples import combine, sample
 
@@ -33,6 +33,11 @@ def test_solve_batches_keeps_each_image_in_its_place(ldm):
     assert torch.equal(x[1:2], alone.x)
     for k in ("off_range", "prompt_cos", "null_cos"):
         np.testing.assert_allclose(per_image[k][:, 1], alone.per_image[k][:, 0].numpy())
+    # the tuned prompt's caption rank: one 0/1 record per image, only for methods that tune the prompt
+    assert per_image["caption_top1"].shape == (1, 2) and set(per_image["caption_top1"].ravel()) <= {0.0, 1.0}
+    assert per_image["caption_top1"][0, 1] == 0.0          # "blue cross light" is not one of the world's captions
+    *_, ldps_records, _ = _solve_batches("ldps", y, op, ldm, cfg, 5, CAPTIONS, record_every=1)
+    assert "caption_top1" not in ldps_records
 
 
 def test_record_scores_are_per_image():
@@ -61,7 +66,7 @@ def test_full_profile_images_are_centre_cropped_not_squashed(tmp_path):
     would squash the blue third in. Files are taken in name order, the first n_val for validation."""
     from PIL import Image
 
-    from papers.p2l.experiments import load_images
+    from papers.p2l.experiments.problems import load_images
 
     img = np.zeros((20, 60, 3), np.uint8)
     img[:, :, 0] = 255
@@ -80,7 +85,7 @@ def test_full_profile_reads_an_imagenet_style_split_list(tmp_path):
     the images are the listed ones in the list's order, the first n_val for validation and the next ones
     for the test; without the list, every image under the folder in path order; a listed file that is
     missing, or too few images, stops with one line naming it."""
-    from papers.p2l.experiments import image_files, load_images
+    from papers.p2l.experiments.problems import image_files, load_images
     from papers.p2l.rehearsal_assets import write_imagenet_split
     from shared.assets import MissingAssetError
 
@@ -101,3 +106,20 @@ def test_full_profile_reads_an_imagenet_style_split_list(tmp_path):
     (root / listed[1]).unlink()
     with pytest.raises(MissingAssetError, match=f"1 of the 3 images .*first: {listed[1]}"):
         image_files(cfg)
+
+
+def test_every_import_of_the_experiments_resolves_function_local_ones_too():
+    """The experiments import some modules inside functions (Lightning only where a job trains): each such
+    relative import names a module and attributes that exist at its package depth."""
+    import ast
+    import importlib
+
+    import papers.p2l.experiments as pkg
+
+    for path in Path(pkg.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:   # relative to the package, in every module
+                target = importlib.import_module("." * node.level + (node.module or ""), pkg.__name__)
+                for alias in node.names:
+                    assert hasattr(target, alias.name) or importlib.util.find_spec(
+                        f"{target.__name__}.{alias.name}"), f"{path.name}: {node.module}.{alias.name}"

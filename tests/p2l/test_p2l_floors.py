@@ -6,9 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from papers.p2l import experiments as E
+from papers.p2l.experiments import problems as P
+from papers.p2l.experiments import references as R
+from papers.p2l.experiments import task_solutions as T
+from papers.p2l.experiments import tuning as TU
 from papers.p2l import metrics as M
-from papers.p2l.operators import TASKS
+from papers.p2l.operators import TASKS, build_operator
+from papers.p2l.solver import hparams_of
 from shared.config import load_config
 from shared.experiment import Run
 
@@ -30,10 +34,11 @@ def _main_task_inputs(cfg, task, out, monkeypatch) -> list[tuple]:
         return (x, 1, 1.0, {"step": [], "t": [], "off_range": [], "prompt_cos": [], "null_cos": []}, {},
                 {"nfe": 1, "decoder": 1, "encoder": 0})
 
-    monkeypatch.setattr(E, "load_prior", lambda cfg_, out_: None)
-    monkeypatch.setattr(E, "load_classifier", lambda cfg_, out_: None)
-    monkeypatch.setattr(E, "_solve_batches", record)
-    E.main_task(Run("p2l", f"main_{task}", cfg, out), task)
+    monkeypatch.setattr(T, "load_prior", lambda cfg_, out_: None)
+    monkeypatch.setattr(T, "load_classifier", lambda cfg_, out_: None)
+    monkeypatch.setattr(T, "_solve_batches", record)
+    monkeypatch.setattr(TU, "_solve_batches", record)       # the tuning runs
+    T.main_task(Run("p2l", f"main_{task}", cfg, out), task)
     return calls
 
 
@@ -43,15 +48,16 @@ def test_floors_see_the_main_tables_images_and_noise(cfg, task, tmp_path, monkey
     test_calls = [c for c in calls if c[3]]          # the held-out runs (tuning runs do not record)
     assert {c[0] for c in test_calls} == set(cfg.methods)
     seed = int(cfg.seed)
-    op, gt, y, arms = E.floor_images(cfg, task, seed)
+    op, gt, y, arms = R.floor_images(cfg, task, seed)
     for method, y_main, seed_main, _ in test_calls:
         assert seed_main == seed
         assert torch.equal(y_main, y), method         # the same images, order and noise, bit for bit
     # and the floors experiment itself scores its arms against those images, from that y
     cfg_one = load_config(CONFIG, "smoke", [f"main_tasks=[{task}]"])
-    result = E.floors(Run("p2l", "floors", cfg_one, tmp_path))
+    monkeypatch.setattr(R, "ceilings", lambda *a: {})      # no trained prior here
+    result = R.floors(Run("p2l", "floors", cfg_one, tmp_path))
     k, n = cfg.data.noise_seeds, cfg.data.n_test
-    per_draw = M.ssim(E.measurement_image(op, y_main).clamp(-1, 1), gt)     # seed-major: draw j is rows j·n …
+    per_draw = M.ssim(R.measurement_image(op, y_main).clamp(-1, 1), gt)     # seed-major: draw j is rows j·n …
     expected = np.mean([per_draw[j * n:(j + 1) * n] for j in range(k)], 0)  # one value per image
     np.testing.assert_allclose(result["tasks"][task]["measurement"]["ssim"]["values"], expected)
     assert result["tasks"][task]["measurement"]["ssim"]["n"] == n and k == 3
@@ -59,11 +65,11 @@ def test_floors_see_the_main_tables_images_and_noise(cfg, task, tmp_path, monkey
 
 @pytest.mark.parametrize("task", TASKS)
 def test_least_squares_floor_lowers_the_residual(cfg, task):
-    op = E.build_operator(task, cfg.image_size, sigma_y=cfg.solve.sigma_y, seed=cfg.seed)
-    gt = E.load_images(cfg, "test", cfg.data.n_test)["images"]
+    op = build_operator(task, cfg.image_size, sigma_y=cfg.solve.sigma_y, seed=cfg.seed)
+    gt = P.load_images(cfg, "test", cfg.data.n_test)["images"]
     y = op.measure(gt, 0)
-    hp = E.hparams_of("p2l", **E.method_hparams(cfg, "p2l"))
-    x = E.least_squares_image(op, y, hp["lam"], hp["cg_iters"])
+    hp = hparams_of("p2l", **P.method_hparams(cfg, "p2l"))
+    x = R.least_squares_image(op, y, hp["lam"], hp["cg_iters"])
     fit = (op.forward(x) - y).flatten(1).norm(dim=1)
     zero = y.flatten(1).norm(dim=1)                  # ‖A·0 − y‖
     assert torch.all(fit < 0.5 * zero), (fit / zero)
@@ -72,35 +78,52 @@ def test_least_squares_floor_lowers_the_residual(cfg, task):
     assert torch.all(fit < 2 * noise), (fit / noise)
 
 
-def test_floors_table_lists_every_task_and_the_main_methods(cfg, tmp_path):
+def test_floors_table_lists_every_task_and_the_main_methods(cfg, tmp_path, monkeypatch):
     from shared.io import write_json
     from shared.samples import sample
 
     n = cfg.data.n_test
     for i, task in enumerate(cfg.main_tasks):
-        methods = {m: {"ssim": sample(np.linspace(0.1, 0.2, n) + i, "image")} for m in ("ldps", "psld", "p2l")}
+        methods = {m: {"ssim": sample(np.linspace(0.1, 0.2, n) + i, "image"),
+                       "psnr": sample(np.linspace(10, 12, n) + i, "image")} for m in ("ldps", "psld", "p2l")}
         write_json(tmp_path / "metrics" / f"main_{task}.json", {"methods": methods})
-    result = E.floors(Run("p2l", "floors", cfg, tmp_path))
+    ceiling = {"ssim": np.full(n, 0.9), "psnr": np.full(n, 30.0)}
+    monkeypatch.setattr(R, "ceilings", lambda *a: {"vae_round_trip": ceiling, "generator_fit": ceiling})
+    result = R.floors(Run("p2l", "floors", cfg, tmp_path))
     assert set(result["tasks"]) == set(cfg.main_tasks) and result["cg_iters"] == 5
-    table = (tmp_path / "tables" / "floors.csv").read_text()
-    for col in ("measurement ssim", "least_squares psnr", "p2l ssim", "psld ssim", "ldps ssim"):
-        assert col in table
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "tables" / "floors.csv")
+    for col in ("metric", "measurement", "least_squares", "classical", "classical solver", "p2l", "psld", "ldps",
+                "vae_round_trip", "generator_fit"):
+        assert col in table.columns, col
+    assert len(table) == 2 * len(cfg.main_tasks) and set(table.metric) == {"ssim", "psnr"}
+    for task in cfg.main_tasks:
+        res = result["tasks"][task]
+        assert {"ssim", "psnr"} <= set(res["classical"]) and res["classical"]["ssim"]["n"] == n
+        assert set(res["classical"]["chosen"]) == {"ssim", "psnr"}
+        assert res["generator_fit"]["ssim"]["mean"] == 0.9
+    assert set(result["p2l_tasks_beating_classical"]) == {"ssim", "psnr"}
     standing = (tmp_path / "tables" / "floors_standing.csv").read_text().splitlines()
-    assert len(standing) == 1 + 3 * len(cfg.main_tasks)
+    assert len(standing) == 1 + 3 * 2 * len(cfg.main_tasks)
+    assert (tmp_path / "tables" / "floors_tuning.csv").is_file()
 
 
 def test_main_task_averages_the_noise_draws_per_image(cfg, tmp_path, monkeypatch):
     """With k noise draws, each method's per-image sample holds one value per image: the mean of that
     image's k draws in the per-image table (the images are the units, n = n_test)."""
     def solve_as_measurement(method, y, op, ldm, cfg_, seed, captions, repeats=1, **hp):
-        return (E.measurement_image(op, y).clamp(-1, 1), 1, 1.0,
-                {"step": [], "t": [], "off_range": [], "prompt_cos": [], "null_cos": []}, {},
+        # P2L alone records its prompt's caption rank (a per-image score the other methods lack)
+        records = {"caption_top1": np.ones((1, len(y)))} if method == "p2l" else {}
+        return (R.measurement_image(op, y).clamp(-1, 1), 1, 1.0,
+                {"step": [], "t": [], "off_range": [], "prompt_cos": [], "null_cos": []}, records,
                 {"nfe": 1, "decoder": 1, "encoder": 0})
 
-    monkeypatch.setattr(E, "load_prior", lambda cfg_, out_: None)
-    monkeypatch.setattr(E, "load_classifier", lambda cfg_, out_: None)
-    monkeypatch.setattr(E, "_solve_batches", solve_as_measurement)
-    res = E.main_task(Run("p2l", "main_gblur", cfg, tmp_path), "gblur")
+    monkeypatch.setattr(T, "load_prior", lambda cfg_, out_: None)
+    monkeypatch.setattr(T, "load_classifier", lambda cfg_, out_: None)
+    monkeypatch.setattr(T, "_solve_batches", solve_as_measurement)
+    monkeypatch.setattr(TU, "_solve_batches", solve_as_measurement)
+    res = T.main_task(Run("p2l", "main_gblur", cfg, tmp_path), "gblur")
     import pandas as pd
 
     table = pd.read_csv(tmp_path / "tables" / "per_image_gblur.csv")
@@ -113,3 +136,11 @@ def test_main_task_averages_the_noise_draws_per_image(cfg, tmp_path, monkeypatch
     first = table[(table.method == "psld") & (table.noise_seed == 0)].sort_values("image")["ssim"].values
     np.testing.assert_allclose(res["methods"]["psld"]["first_draw"]["ssim"]["values"], first)
     assert not np.allclose(ssim["values"], first)        # the draws differ, so the mean is not the first draw
+    assert res["methods"]["p2l"]["caption_top1"]["mean"] == 1.0 and "caption_top1" not in res["paired"]["p2l_minus_psld"]
+    # artifacts as an outcome: per image, |hf(x̂) − hf(x)| averaged over the draws, as in the per-image table
+    by_image_hf = table[table.method == "psld"].groupby("image")["hf_error"].mean()
+    np.testing.assert_allclose(res["methods"]["psld"]["hf_error"]["values"], by_image_hf.loc[range(n)].values)
+    gt_hf = M.high_frequency_energy(P.load_images(cfg, "test", n)["images"])
+    x_hf = table[(table.method == "psld") & (table.noise_seed == 0)].sort_values("image")["hf_energy"].values
+    first_err = table[(table.method == "psld") & (table.noise_seed == 0)].sort_values("image")["hf_error"].values
+    np.testing.assert_allclose(first_err, np.abs(x_hf - gt_hf), rtol=1e-6)

@@ -63,3 +63,33 @@ def test_bootstrap_resamples_images_with_all_their_noise_draws():
     for d in range(1, draws):
         np.testing.assert_array_equal(idx[:, d * n:(d + 1) * n], images + d * n)
     assert len(np.unique(images)) == n   # every image can be drawn
+
+
+def test_fd_pseudo_values_pair_by_image_and_leave_out_all_draws():
+    from papers.p2l.metrics import fd_pseudo_values, frechet_distance
+
+    rng = np.random.default_rng(0)
+    ref = rng.normal(size=(200, 4))
+    n, k = 12, 3
+    a, b = rng.normal(0.5, 1, size=(n * k, 4)), rng.normal(0.0, 1, size=(n * k, 4))
+    pa, pb = fd_pseudo_values(a, ref, n, k), fd_pseudo_values(b, ref, n, k)
+    assert pa.shape == (n,)
+    # pseudo-value i uses FD without image i's k rows (rows draw-major: i, n + i, 2n + i)
+    keep = [r for r in range(n * k) if r % n != 3]
+    np.testing.assert_allclose(pa[3], n * frechet_distance(a, ref) - (n - 1) * frechet_distance(a[keep], ref))
+    # the further-off method has the larger jackknife FD, and the mean is near the plain FD
+    assert pa.mean() > pb.mean()
+    assert abs(pa.mean() - frechet_distance(a, ref)) < 0.5 * frechet_distance(a, ref)
+
+
+def test_caption_gains_pick_the_caption_the_prompt_moved_toward():
+    import torch
+
+    from papers.p2l.metrics import caption_gains
+
+    g = torch.Generator().manual_seed(0)
+    caps = torch.randn(18, 3, 8, generator=g)
+    null = torch.randn(1, 3, 8, generator=g)
+    prompt = null + 0.05 * (caps[[4, 11]] - null)        # a small step toward captions 4 and 11
+    gains = caption_gains(prompt, null, caps)
+    assert gains.shape == (2, 18) and list(gains.argmax(1)) == [4, 11]

@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from papers.p2l import build_operator, solve
-from papers.p2l import experiments as E
+from papers.p2l.experiments import problems as P
+from papers.p2l.experiments import references as R
+from papers.p2l.experiments import tuning as TU
 from papers.p2l.components import sample_prior
 from shared.config import load_config
 from shared.samples import sample
@@ -39,10 +41,10 @@ def test_per_image_weights_equal_solving_each_point_alone(ldm):
 
 def test_tuning_grid_crosses_rho_with_the_methods_own_axes():
     cfg = load_config(CONFIG, "tiny")
-    grid = E.tuning_grid(cfg, "psld")
+    grid = TU.tuning_grid(cfg, "psld")
     assert len(grid) == len(cfg.tuning.rho) * len(cfg.tuning.extra.psld.gamma_glue)
     assert {p["gamma_glue"] for p in grid} == set(cfg.tuning.extra.psld.gamma_glue)
-    assert E.tuning_grid(cfg, "ldps") == [{"rho": float(r)} for r in cfg.tuning.rho]
+    assert TU.tuning_grid(cfg, "ldps") == [{"rho": float(r)} for r in cfg.tuning.rho]
 
 
 def test_tune_picks_the_best_validation_point(ldm, monkeypatch):
@@ -54,15 +56,15 @@ def test_tune_picks_the_best_validation_point(ldm, monkeypatch):
         w = (hp["rho"] * hp["gamma_glue"])[:, None, None, None]
         return (torch.zeros(len(y), 3, 16, 16) + 1 / (1 + w), 0, 0.0, {}, {}, {})
 
-    monkeypatch.setattr(E, "_solve_batches", fake)
-    best, rows = E.tune(cfg, "psld", "sr", op, ldm, val, 0)
-    assert len(rows) == len(E.tuning_grid(cfg, "psld"))
+    monkeypatch.setattr(TU, "_solve_batches", fake)
+    best, rows = TU.tune(cfg, "psld", "sr", op, ldm, val, 0)
+    assert len(rows) == len(TU.tuning_grid(cfg, "psld"))
     assert best == {"rho": max(cfg.tuning.rho), "gamma_glue": max(cfg.tuning.extra.psld.gamma_glue)}
 
 
 def test_held_out_problem_stacks_distinct_noise_draws_of_the_same_images():
     cfg = load_config(CONFIG, "smoke", ["data.noise_seeds=3"])
-    op, test, y = E.held_out_problem(cfg, "gblur", 0)
+    op, test, y = P.held_out_problem(cfg, "gblur", 0)
     n = cfg.data.n_test
     assert len(y) == len(test["images"]) == len(test["captions"]) == 3 * n
     torch.testing.assert_close(test["images"][:n], test["images"][n:2 * n])
@@ -76,9 +78,9 @@ def test_beats_both_floors_needs_both_intervals_above_zero():
     rng = np.random.default_rng(0)
     base = rng.uniform(0.4, 0.6, 64)
     floors = {"measurement": {"ssim": sample(base, "image")}, "least_squares": {"ssim": sample(base - 0.2, "image")}}
-    assert E.beats_both_floors(sample(base + 0.05 + rng.normal(0, 0.01, 64), "image"), floors)
-    assert not E.beats_both_floors(sample(base - 0.05, "image"), floors)            # loses to one floor
-    assert not E.beats_both_floors(sample(base + rng.normal(0, 0.05, 64), "image"), floors)   # ties one
+    assert R.beats_both_floors(sample(base + 0.05 + rng.normal(0, 0.01, 64), "image"), floors)
+    assert not R.beats_both_floors(sample(base - 0.05, "image"), floors)            # loses to one floor
+    assert not R.beats_both_floors(sample(base + rng.normal(0, 0.05, 64), "image"), floors)   # ties one
 
 
 def test_guidance_zero_is_the_unconditional_sampler_and_guidance_changes_samples(ldm):
@@ -100,8 +102,8 @@ def test_the_rho_by_prompt_lr_grid_is_one_batch(ldm, monkeypatch):
         seen.append((len(y), repeats))
         return (torch.zeros(len(y), 3, 16, 16) + (rho - 2).abs() + (0.01 - lr), 0, 0.0, {}, {}, {})
 
-    monkeypatch.setattr(E, "_solve_batches", fake)
-    best, rows = E.tune(cfg, "p2l", "sr", op, ldm, val, 0)
+    monkeypatch.setattr(TU, "_solve_batches", fake)
+    best, rows = TU.tune(cfg, "p2l", "sr", op, ldm, val, 0)
     points = len(cfg.tuning.rho) * len(cfg.tuning.extra.p2l.prompt_lr)
     assert len(rows) == points and seen == [(2 * points, points)]     # the full cross, in one call
     assert best == {"rho": 2.0, "prompt_lr": 0.01}
@@ -120,3 +122,9 @@ def test_per_image_prompt_lr_equals_solving_each_value_alone(ldm):
         torch.testing.assert_close(both.x[i:i + 1], alone.x, atol=1e-4, rtol=1e-3)   # batch-size rounding
         torch.testing.assert_close(both.prompt[i:i + 1], alone.prompt, atol=1e-5, rtol=1e-4)
     assert not torch.allclose(both.prompt[0], both.prompt[2], atol=1e-5)
+
+
+def test_edge_flags_mark_a_choice_at_the_grids_edge():
+    rows = [{"rho": r, "prompt_lr": lr} for r in (0.5, 1.0, 2.0) for lr in (0.001, 0.01)]
+    assert TU.edge_flags({"rho": 1.0, "prompt_lr": 0.01}, rows) == {"rho": False, "prompt_lr": True}
+    assert TU.edge_flags({"rho": 0.5, "prompt_lr": 0.001}, rows) == {"rho": True, "prompt_lr": True}

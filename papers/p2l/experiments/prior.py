@@ -1,0 +1,106 @@
+"""The tiny world's prior (train_classifier, train_prior) and its gate (prior_gate)."""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from shared.samples import sample
+
+from .. import metrics as M
+from ..components import assemble, sample_prior, tiny_tokenizer
+from ..data import ATTRIBUTES, make_split
+from ..models import save_pipeline
+from .problems import _classifier_file, _prior_dir, _show, load_classifier, load_prior
+
+
+def train_attribute_classifier(run) -> dict:
+    """The attribute classifier, trained on the prior's training images: its own job, so that it runs
+    beside the VAE and the LDM (the gate, the FD proxy and attribute accuracy read it)."""
+    cfg = run.cfg
+    if cfg.full.sd_path:
+        return {"skipped": "full profile: no attribute classifier (the tiny world's attributes)"}
+    from ..prior import train_classifier   # Lightning (≈ 3 s to import): only the training jobs need it
+
+    start = time.perf_counter()
+    data = make_split(run.seed, "train", cfg.data.n_train, cfg.image_size)
+    clf = train_classifier(cfg.classifier, data["images"], data["labels"], run.checkpoint_dir("classifier"), run.seed)
+    from safetensors.torch import save_file
+
+    save_file(clf.state_dict(), str(_classifier_file(run.out)))
+    return {"train_wall_s": time.perf_counter() - start, "steps": int(cfg.classifier.steps)}
+
+
+def train_prior(run) -> dict:
+    """VAE → latents → text encoder + UNet, saved as a diffusers pipeline (what the solvers load)."""
+    cfg = run.cfg
+    if cfg.full.sd_path:
+        return {"skipped": "full profile uses Stable Diffusion from full.sd_path"}
+    from ..prior import encode_all, train_ldm, train_vae   # Lightning: only the training jobs import it
+
+    start = time.perf_counter()
+    data = make_split(run.seed, "train", cfg.data.n_train, cfg.image_size)
+    images, captions = data["images"], data["captions"]
+    vae = train_vae(cfg.vae, images, run.checkpoint_dir("vae"), run.seed)
+    latents = encode_all(vae, images)
+    scale = float(1.0 / latents.std())
+    t_vae = time.perf_counter()
+    tok = tiny_tokenizer()
+    ids = tok(captions, padding="max_length", max_length=tok.model_max_length, return_tensors="pt").input_ids
+    unet, text_encoder = train_ldm(cfg.ldm, latents * scale, ids, tok, run.checkpoint_dir("ldm"), run.seed)
+    t_ldm = time.perf_counter()
+    ldm = assemble(vae, unet, text_encoder, scale, torch.device("cpu"))
+    save_pipeline(ldm, _prior_dir(run.out) / "pipeline")
+    test = make_split(run.seed, "test", cfg.prior_check.n, cfg.image_size)
+    with torch.no_grad():
+        rec = ldm.decode(ldm.encode(test["images"]))
+    return {"vae_rec_psnr": float(M.psnr(rec, test["images"]).mean()), "latent_scale": scale,
+            "train_wall_s": {"vae": t_vae - start, "ldm": t_ldm - t_vae}}
+
+
+def prior_gate(run) -> dict:
+    """The gate on the saved prior: the classifier reads real images; samples with the true caption
+    (DDIM, CFG at prior_check.guidance) carry its attributes; samples with the null caption have the
+    data's attribute frequencies. Its own job, so that it runs beside the main tasks."""
+    cfg = run.cfg
+    if cfg.full.sd_path:
+        return {"skipped": "full profile uses Stable Diffusion from full.sd_path"}
+    ldm, clf = load_prior(cfg, run.out), load_classifier(cfg, run.out)
+    chk = cfg.prior_check
+    test = make_split(run.seed, "test", chk.n, cfg.image_size)
+    real = M.attribute_hits(clf, test["images"], test["labels"])
+    x_cond = sample_prior(ldm, test["captions"], chk.steps, chk.guidance, run.seed)
+    cond = M.attribute_hits(clf, x_cond, test["labels"])
+    x_null = sample_prior(ldm, [""] * chk.n, chk.steps, 0.0, run.seed + 1)
+    with torch.no_grad():
+        null_out = clf(x_null)
+    null_pred = torch.stack([o.argmax(1) for o in null_out], 1).numpy()
+    names = list(ATTRIBUTES)
+    null_freq, tv = {}, {}
+    for j, attr in enumerate(names):
+        values = ATTRIBUTES[attr]
+        # per image, the classifier's probability of each value: its mean is the value's frequency
+        # among the null-caption samples (soft counts, so that a unit can disagree even at smoke)
+        probs = torch.softmax(null_out[j].double(), 1).numpy()
+        null_freq[attr] = {v: sample(probs[:, k], "image") for k, v in enumerate(values)}
+        tv[attr] = 0.5 * float(sum(abs((null_pred[:, j] == k).mean() - 1 / len(values)) for k in range(len(values))))
+    run.save_figure(prior_figure(test["images"], x_cond, x_null, n=16), "prior_samples")
+    return {  # per-image hits (0/1): the ledger decides them by the exact binomial interval
+            "classifier_real": {a: sample(real[:, j], "image", binary=True) for j, a in enumerate(names)},
+            "conditional": {a: sample(cond[:, j], "image", binary=True) for j, a in enumerate(names)},
+            "null_frequency": null_freq, "data_frequency": {a: 1 / len(v) for a, v in ATTRIBUTES.items()},
+            "null_tv_distance": tv, "guidance": chk.guidance, "sample_steps": chk.steps, "n": chk.n}
+
+
+def prior_figure(data, x_cond, x_null, n: int = 16):
+    import matplotlib.pyplot as plt
+
+    n = min(n, len(data))
+    fig, axes = plt.subplots(3, n, figsize=(n * 0.8, 2.6), squeeze=False)
+    for i in range(n):
+        for r, img in enumerate((data[i], x_cond[i], x_null[i])):
+            _show(axes[r, i], img)
+    for r, title in enumerate(("data", "samples with its caption (CFG)", "samples with the null caption")):
+        axes[r, 0].set_title(title, fontsize=6, loc="left")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,206 @@
+"""What every product reads: the prior and classifier a run trained (or Stable Diffusion), the images,
+the test problems (operator, images, noisy measurements), batched solving and table cells."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from shared.assets import MissingAssetError, require_path
+from shared.samples import is_sample
+
+from .. import metrics as M
+from ..components import AttributeClassifier
+from ..data import ATTRIBUTES, make_split
+from ..models import LatentDiffusion, load_stable_diffusion, resolve_device
+from ..operators import build_operator
+from ..solver import METHODS, solve
+
+
+TASKS = ("sr", "gblur", "motion", "inpaint_box", "inpaint_random")
+TASK_NAMES = {"sr": "SR×4", "gblur": "Gaussian deblur", "motion": "Motion deblur", "inpaint_box": "Box inpainting",
+              "inpaint_random": "Random inpainting"}
+
+
+def _prior_dir(out: Path) -> Path:
+    return Path(out) / "checkpoints" / "train_prior"
+
+
+def _classifier_file(out: Path) -> Path:
+    return Path(out) / "checkpoints" / "train_classifier" / "classifier.safetensors"
+
+
+def load_prior(cfg, out: Path) -> LatentDiffusion:
+    """The prior the solvers use: the trained tiny pipeline under `out` (tiny/smoke), or Stable
+    Diffusion from `full.sd_path` (full)."""
+    device = resolve_device(cfg.device)
+    if cfg.full.sd_path:
+        path = require_path(cfg.full.sd_path, what="Stable Diffusion v1.5 weights (a diffusers folder)",
+                            fetch="stable-diffusion-v1-5 (huggingface.co/stable-diffusion-v1-5/stable-diffusion-v1-5)",
+                            config_key="full.sd_path")
+        return load_stable_diffusion(path, device)
+    return load_stable_diffusion(_prior_dir(out) / "pipeline", device)
+
+
+def load_classifier(cfg, out: Path) -> AttributeClassifier | None:
+    """The attribute classifier (the FD proxy's features); None at the full profile."""
+    if cfg.full.sd_path:
+        return None
+    from safetensors.torch import load_file
+
+    path = _classifier_file(out)
+    if not path.exists():
+        raise MissingAssetError(f"No attribute classifier at {path}: train it first with "
+                                f"`python -m papers.p2l train_classifier --out {out}` (same profile).")
+    clf = AttributeClassifier(cfg.classifier.width, cfg.classifier.feature_dim)
+    clf.load_state_dict(load_file(str(path)))
+    return clf.eval().requires_grad_(False)
+
+
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg"}
+
+
+def image_files(cfg) -> list[Path]:
+    """The full profile's evaluation images in order: those `full.images_list` names (an ImageNet-style
+    split file: one path per line relative to images_path, a label after it allowed; '#' comments), or
+    else every image under `full.images_path`, class folders included, sorted by relative path."""
+    folder = require_path(cfg.full.images_path, what="the evaluation images (FFHQ-style folder, or ImageNet val "
+                          "with class folders)", fetch="FFHQ 512×512 images (github.com/NVlabs/ffhq-dataset) or "
+                          "ImageNet's validation set", config_key="full.images_path")
+    listing = cfg.full.images_list
+    if not listing:
+        return sorted((p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES),
+                      key=lambda p: p.relative_to(folder).as_posix())
+    listing = require_path(listing, what="the split list (e.g. ImageNet ctest10k / val-1k)",
+                           fetch="the split's list file", config_key="full.images_list")
+    names = [line.split()[0] for line in listing.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    files = [folder / name for name in names]
+    missing = [f for f in files if not f.is_file()]
+    if missing:
+        raise MissingAssetError(f"{len(missing)} of the {len(files)} images that {listing} names are not under "
+                                f"{folder} (first: {missing[0].relative_to(folder)}): point `full.images_path` at "
+                                "the folder the list is relative to.")
+    return files
+
+
+def load_images(cfg, split: str, n: int) -> dict:
+    """The tiny profile's captioned shapes, or (full) n images of `image_files`: the first n_val for
+    validation (tuning), the next ones for the test."""
+    if not cfg.full.images_path:
+        return make_split(cfg.seed, split, n, cfg.image_size)
+    from PIL import Image, ImageOps
+
+    files = image_files(cfg)
+    offset = 0 if split == "val" else cfg.data.n_val
+    if len(files) < offset + n:
+        raise MissingAssetError(f"The {split} split needs images {offset + 1}–{offset + n} of the evaluation set, "
+                                f"but {cfg.full.images_list or cfg.full.images_path} has {len(files)}: lower "
+                                "`data.n_val`/`data.n_test` or add images.")
+    files = files[offset:offset + n]
+    # centre crop to a square, then resize (PIL's ImageOps.fit): a non-square image is not squashed
+    size = (cfg.image_size, cfg.image_size)
+    imgs = [np.asarray(ImageOps.fit(Image.open(f).convert("RGB"), size, Image.Resampling.BICUBIC)) for f in files]
+    x = torch.from_numpy(np.stack(imgs)).permute(0, 3, 1, 2).float() / 127.5 - 1
+    return {"images": x, "captions": None, "labels": None}
+
+
+def method_hparams(cfg, method: str) -> dict:
+    hp = dict(cfg.hparams.get(method, {}) or {})
+    return hp
+
+
+VECTOR_HPARAMS = ("rho", "gamma_gml", "gamma_glue", "prompt_lr")   # may be per-image: a tuning grid as one batch
+
+
+def _solve_batches(method, y, op, ldm, cfg, seed, captions, repeats: int = 1, **hp):
+    """Solve in batches of cfg.solve.batch_size; concatenate reconstructions and per-image records
+    (`Solution.per_image`, [n_records, N]) and average trajectories. Returns (x, nfe, wall, traj,
+    per_image, calls) with calls = {"nfe", "decoder", "encoder"} per image (exact counts).
+    repeats > 1: y is `repeats` copies of the same problems (a tuning grid), which then all start
+    from the same initial latents (seeded `seed`)."""
+    if repeats > 1:
+        g = torch.Generator().manual_seed(seed)
+        size = ldm.unet.config.sample_size
+        z_T = torch.randn(y.shape[0] // repeats, ldm.latent_channels, size, size, generator=g)
+        hp["z_init"] = z_T.repeat(repeats, 1, 1, 1)
+    xs, wall, trajs, records = [], 0.0, [], []
+    bs = cfg.solve.batch_size
+    for b in range(0, y.shape[0], bs):
+        hb = {k: (v[b:b + bs] if (k in VECTOR_HPARAMS or k == "z_init") and torch.is_tensor(v) else v)
+              for k, v in hp.items()}
+        sol = solve(method, y[b:b + bs], op, ldm, steps=cfg.solve.steps, seed=seed + b,
+                    captions=None if captions is None else captions[b:b + bs], **hb)
+        xs.append(sol.x)
+        wall += sol.wall_s
+        trajs.append(sol.trajectory)
+        if captions is not None and METHODS[method].get("prompt_lr"):   # a tuned prompt: does it find its caption?
+            sol.per_image["caption_top1"] = caption_top1(ldm, sol.prompt, captions[b:b + bs])[None]
+        records.append(sol.per_image)
+    traj = {k: (np.mean([t[k] for t in trajs], 0).tolist() if trajs[0][k] else []) for k in trajs[0]}
+    traj["step"] = trajs[0]["step"]
+    per_image = {k: torch.cat([r[k] for r in records], 1).numpy() for k in records[0]}
+    calls = {"nfe": sol.nfe, "decoder": sol.decoder_calls, "encoder": sol.encoder_calls}
+    return torch.cat(xs), sol.nfe, wall, traj, per_image, calls
+
+
+ALL_CAPTIONS = [f"{c} {s} {b}" for s in ATTRIBUTES["shape"] for c in ATTRIBUTES["colour"] for b in ATTRIBUTES["background"]]
+
+
+def caption_top1(ldm, prompt: torch.Tensor, captions: list[str]) -> torch.Tensor:
+    """[B] 1 where the true caption has the largest cosine gain cos(C*, C_c) − cos(C_∅, C_c) of the world's
+    18 captions (`metrics.caption_gains`); chance is 1/18."""
+    gains = M.caption_gains(prompt.cpu(), ldm.null_prompt(1).cpu(), ldm.embed(ALL_CAPTIONS).cpu())
+    truth = np.array([ALL_CAPTIONS.index(c) if c in ALL_CAPTIONS else -1 for c in captions])   # -1: not the world's
+    return torch.from_numpy((gains.argmax(1) == truth).astype(np.float64))
+
+
+def record_scores(per_image: dict) -> dict:
+    """Per-image scores from the solver's records: the off-range ratio averaged over the recorded
+    steps and at the last one, and the final prompt's (and the null prompt's) cosine to the true caption."""
+    scores = {}
+    if "off_range" in per_image:
+        scores["off_range"] = per_image["off_range"].mean(0)
+        scores["final_off_range"] = per_image["off_range"][-1]
+    for k in ("prompt_cos", "null_cos", "caption_top1"):
+        if k in per_image:
+            scores[k] = per_image[k][-1]
+    return scores
+
+
+def cell(value) -> str | float:
+    """A table cell: "mean ± std" for a sample with n > 1 (n in its own column), the mean for n = 1,
+    else the number itself."""
+    if is_sample(value):
+        return value["mean"] if value["n"] == 1 else f"{value['mean']:.3f} ± {value['std']:.3f}"
+    return value
+
+def operator_of(cfg, task):
+    return build_operator(task, cfg.image_size, sigma_y=cfg.solve.sigma_y, seed=cfg.seed, **dict(cfg.tasks[task]))
+
+
+def held_out_problem(cfg, task: str, seed: int) -> tuple:
+    """(operator, test problems, y): the n_test test images, each measured under `data.noise_seeds`
+    noise draws (seeded seed, seed + 7919, ...), stacked seed-major, so unit i is (image i mod n_test,
+    noise draw i // n_test). What every method of the main table, the ablation and the floors solve."""
+    op = operator_of(cfg, task)
+    base = load_images(cfg, "test", cfg.data.n_test)
+    k = int(cfg.data.noise_seeds)
+    test = {"images": base["images"].repeat(k, 1, 1, 1),
+            "captions": None if base["captions"] is None else list(base["captions"]) * k,
+            "labels": None if base["labels"] is None else base["labels"].repeat(k, 1)}
+    y = torch.cat([op.measure(base["images"], seed + 7919 * j) for j in range(k)])
+    return op, test, y
+
+
+def per_image_mean(values, k: int) -> np.ndarray:
+    """Values of k stacked noise draws (seed-major, as `held_out_problem` stacks them) averaged per
+    image: one value per independent unit."""
+    v = np.asarray(values, dtype=float)
+    return v.reshape(k, len(v) // k).mean(0)
+
+
+def _show(ax, img):
+    ax.imshow(((img.permute(1, 2, 0) + 1) / 2).clamp(0, 1).numpy(), interpolation="nearest")
+    ax.set_xticks([])
+    ax.set_yticks([])
