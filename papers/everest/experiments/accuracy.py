@@ -26,6 +26,7 @@ GAPS = {"everest_full_minus_videomae": ("everest_full", "videomae"),          # 
         "everest_minus_random": ("everest", "random"),
         "everest_minus_ascending": ("everest", "ascending"),
         "everest_minus_scratch": ("everest", "scratch"),
+        "videomae_pruned_minus_scratch": ("videomae_pruned", "scratch"),   # VideoMAE's own floor
         "selected_minus_uniform_frames": ("everest_selected_frames", "everest_uniform_frames")}
 
 
