@@ -43,8 +43,9 @@ APPEARANCES = ("intensity", "identity")
 REST_WINDOW = 4             # frames per window of motion or rest
 # data-config keys that describe the loader or the splits, not a clip (accepted so that
 # `make_clips(n, seed, **cfg.data)` works)
-LOADER_KEYS = ("source", "channels", "n_pretrain", "n_finetune", "n_test", "mean", "std", "num_classes",
-               "pretrain_list", "train_list", "test_list", "class_index", "root", "stride", "test_segments", "flip")
+LOADER_KEYS = ("source", "channels", "n_pretrain", "n_finetune", "n_test", "n_val", "mean", "std", "num_classes",
+               "pretrain_list", "train_list", "test_list", "class_index", "root", "stride", "test_segments", "flip",
+               "workers")
 
 
 @dataclass

@@ -20,12 +20,15 @@ EV_FINETUNE = {"videomae": "videomae", "videomae_pruned": "videomae", "everest_f
 # the static-context knob: the arms trained at its other points (the first point is the main world)
 EV_KNOB_PRETRAIN = ["videomae", "everest"]
 EV_KNOB_FINETUNE = {"videomae": "videomae", "everest_full": "everest", "everest": "everest"}
+# the budget curve: VideoMAE and EVEREST pre-trained again at its shorter lengths and fine-tuned from them
+EV_BUDGET = ["videomae", "everest"]
 
 PAPER_METRICS["everest"] = (
     [f"{EV}/metrics/pretrain_{a}.json" for a in EV_PRETRAIN]
     + [f"{EV}/metrics/finetune_{a}.json" for a in EV_FINETUNE]
     + [f"{EV}/metrics/knob_pretrain_{a}.json" for a in EV_KNOB_PRETRAIN]
     + [f"{EV}/metrics/knob_finetune_{a}.json" for a in EV_KNOB_FINETUNE]
+    + [f"{EV}/metrics/budget_{phase}_{a}.json" for phase in ("pretrain", "finetune") for a in EV_BUDGET]
     + [f"{EV}/metrics/{e}.json" for e in ("label_leak", "accuracy", "static_knob", "efficiency", "efficiency_vit_b",
                                          "token_overlay")]
 )
@@ -35,6 +38,7 @@ PAPER_TARGETS.extend(prov(
     f"{EV}/tables/frame_selection.md", f"{EV}/tables/label_leak.md",
     f"{EV}/tables/efficiency.md", f"{EV}/tables/efficiency_vit_b.md", f"{EV}/tables/token_selection.md",
     f"{EV}/tables/static_knob.md", f"{EV}/figures/static_knob.png",
+    f"{EV}/tables/finetune_lr.md", f"{EV}/tables/budget_curve.md",
 ))
 
 
@@ -78,13 +82,39 @@ rule everest_knob_pretrain_checkpoints:
 
 rule everest_knob_finetune_top1:
     """Fine-tuning + test top-1 of one arm at every other point of the static-context knob, once per seed."""
-    input: paper_config("everest"), lambda wc: f"{EV}/metrics/knob_pretrain_{EV_KNOB_FINETUNE[wc.arm]}.json"
+    input:
+        paper_config("everest"), lambda wc: f"{EV}/metrics/knob_pretrain_{EV_KNOB_FINETUNE[wc.arm]}.json",
+        f"{EV}/metrics/finetune_{{arm}}.json",   # the lr the main world's fine-tune chose
     output: prov(f"{EV}/metrics/knob_finetune_{{arm}}.json")
     wildcard_constraints: arm="|".join(EV_KNOB_FINETUNE)
     threads: 1
     resources: **EV_TRAINING_RESOURCES
     benchmark: bench("everest_knob_finetune_top1", "arm")
     shell: experiment_cmd("everest", "knob_finetune_{wildcards.arm}", EV_LAUNCHER, EV_TRAINER_SET)
+
+
+rule everest_budget_pretrain_checkpoints:
+    """Pre-training of VideoMAE or EVEREST at every shorter length of the budget curve, once per seed."""
+    input: paper_config("everest")
+    output: prov(f"{EV}/metrics/budget_pretrain_{{arm}}.json")
+    wildcard_constraints: arm="|".join(EV_BUDGET)
+    threads: 1
+    resources: **EV_TRAINING_RESOURCES
+    benchmark: bench("everest_budget_pretrain_checkpoints", "arm")
+    shell: experiment_cmd("everest", "budget_pretrain_{wildcards.arm}", EV_LAUNCHER, EV_TRAINER_SET)
+
+
+rule everest_budget_finetune_top1:
+    """Fine-tuning + test top-1 from every shorter pre-training of the budget curve, at the main world's lr."""
+    input:
+        paper_config("everest"), f"{EV}/metrics/budget_pretrain_{{arm}}.json",
+        f"{EV}/metrics/finetune_{{arm}}.json",   # the lr the main world's fine-tune chose
+    output: prov(f"{EV}/metrics/budget_finetune_{{arm}}.json")
+    wildcard_constraints: arm="|".join(EV_BUDGET)
+    threads: 1
+    resources: **EV_TRAINING_RESOURCES
+    benchmark: bench("everest_budget_finetune_top1", "arm")
+    shell: experiment_cmd("everest", "budget_finetune_{wildcards.arm}", EV_LAUNCHER, EV_TRAINER_SET)
 
 
 rule everest_static_knob_table:
@@ -115,9 +145,11 @@ rule everest_accuracy_table:
         paper_config("everest"),
         [f"{EV}/metrics/finetune_{a}.json" for a in EV_FINETUNE],
         [f"{EV}/metrics/pretrain_{a}.json" for a in ("everest_uniform_frames", "everest_selected_frames")],
+        [f"{EV}/metrics/budget_finetune_{a}.json" for a in EV_BUDGET],
     output:
         prov(f"{EV}/metrics/accuracy.json",
-             *[f"{EV}/tables/{t}.{ext}" for t in ("accuracy_2x2", "accuracy", "accuracy_gaps", "frame_selection")
+             *[f"{EV}/tables/{t}.{ext}" for t in ("accuracy_2x2", "accuracy", "accuracy_gaps", "frame_selection",
+                                                  "finetune_lr", "budget_curve")
                for ext in ("csv", "md")]),
     threads: 1
     benchmark: bench("everest_accuracy_table")

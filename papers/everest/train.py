@@ -36,7 +36,7 @@ def pretrain(model: MaskedVideoAutoencoder, data, method: str, cfg, seed: int,
     p = cfg.pretrain
     module = PretrainModule(model, method, cfg, seed, frames)
     snap = Snapshots(ckpt_dir, snapshots or {})
-    return train(module, batches(data, p.batch, p.steps, derive_seed(seed, "batches")), cfg, seed, ckpt_dir,
+    return train(module, batches(data, p.batch, p.steps, derive_seed(seed, "batches"), cfg.data.workers), cfg, seed, ckpt_dir,
                  device, [snap])
 
 
@@ -47,7 +47,7 @@ def finetune(model: VideoClassifier, data, cfg, seed: int,
 
     f = cfg.finetune
     module = FinetuneModule(model, cfg, seed)
-    return train(module, batches(data, f.batch, f.steps, derive_seed(seed, "ft-batches")), cfg, seed, ckpt_dir,
+    return train(module, batches(data, f.batch, f.steps, derive_seed(seed, "ft-batches"), cfg.data.workers), cfg, seed, ckpt_dir,
                  device)
 
 

@@ -257,6 +257,8 @@ class VideoListDataset(Dataset):
     (returns [segments·3, C, F, size, size] views). Item: (video, label). `class_index`: UCF101's
     classInd.txt, for its official split files (see `read_list`)."""
 
+    keyed_by_draw = True   # `batch(idx, draws)`: augmentation per training draw (modules.DrawBatchSampler)
+
     def __init__(self, list_file, root=None, *, mode: str = "pretrain", clip_len: int = 16, stride: int = 4,
                  size: int = 224, segments: int = 5, seed: int = 0, flip: bool = True, class_index=None):
         self.items = read_list(list_file, root, class_index)
@@ -266,17 +268,25 @@ class VideoListDataset(Dataset):
     def __len__(self) -> int:
         return len(self.items)
 
-    def batch(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Decode and stack the items `idx` (the batch interface the training loops use)."""
-        items = [self[int(i)] for i in idx]
+    def batch(self, idx: torch.Tensor, draws=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Decode and stack the items `idx` (the batch interface the training loops use). `draws`: one
+        number per item, the draw's place in the training (`modules.DrawBatchSampler`); each item's
+        window, crop and flip then come from (seed, epoch, draw, index), so two draws of one video
+        differ. Without `draws`, from (seed, epoch, index)."""
+        keys = [None] * len(idx) if draws is None else [int(d) for d in draws]
+        items = [self.item(int(i), d) for i, d in zip(idx, keys)]
         return torch.stack([x for x, _ in items]), torch.tensor([y for _, y in items])
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
     def __getitem__(self, i: int):
+        return self.item(i)
+
+    def item(self, i: int, draw: int | None = None):
+        """Item `i`; its augmentation from (seed, epoch, i), or (seed, epoch, draw, i) for a training draw."""
         path, label = self.items[i]
-        rng = np.random.default_rng([self.seed, self.epoch, i])
+        rng = np.random.default_rng([self.seed, self.epoch, i] if draw is None else [self.seed, self.epoch, draw, i])
         with VideoReader(path) as video:
             n = len(video)
             if self.mode == "test":

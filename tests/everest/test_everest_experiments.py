@@ -13,8 +13,8 @@ from shared.samples import combine, is_sample, sample
 CONFIG = Path(__file__).resolve().parents[2] / "papers" / "everest" / "config.yaml"
 
 
-def smoke_run(tmp_path, experiment, seeds):
-    cfg = load_config(CONFIG, "smoke", [f"seeds={seeds}", "pretrain.steps=2", "finetune.steps=2"])
+def smoke_run(tmp_path, experiment, seeds, *overrides):
+    cfg = load_config(CONFIG, "smoke", [f"seeds={seeds}", "pretrain.steps=2", "finetune.steps=2", *overrides])
     return Run("everest", experiment, cfg, tmp_path)
 
 
@@ -66,16 +66,16 @@ def test_frame_arms_and_label_leak_write_paired_samples(tmp_path, monkeypatch):
 def test_static_knob_trains_the_other_points_and_pairs_them_with_the_main_world(tmp_path):
     """knob_pretrain/knob_finetune train every knob point but the first (the main world, whose
     arms are the main experiments'); static_knob writes knob samples paired by seed, readers included."""
-    seeds = "[0,1]"
+    seeds, one_lr = "[0,1]", "finetune.lr_grid=[0.003]"   # a grid of one: the lr choice has its own test
     for arm in ("videomae", "everest"):
         run_pretrain(smoke_run(tmp_path, f"pretrain_{arm}", seeds), arm)
         knob = knob_pretrain(smoke_run(tmp_path, f"knob_pretrain_{arm}", seeds), arm)
         assert sorted(knob) == ["static100", "static50"]
         assert (pretrain_dir(smoke_run(tmp_path, "x", seeds), arm, 0, 0.5) / "b100.pt").is_file()
     for arm in ("videomae", "everest_full", "everest"):
-        run = smoke_run(tmp_path, f"finetune_{arm}", seeds)
+        run = smoke_run(tmp_path, f"finetune_{arm}", seeds, one_lr)
         run.save_metrics(run_finetune(run, arm))
-        run = smoke_run(tmp_path, f"knob_finetune_{arm}", seeds)
+        run = smoke_run(tmp_path, f"knob_finetune_{arm}", seeds, one_lr)
         out = knob_finetune(run, arm)
         assert out["static50"]["top1"]["n"] == 2
         run.save_metrics(out)
@@ -88,3 +88,67 @@ def test_static_knob_trains_the_other_points_and_pairs_them_with_the_main_world(
     gated = out["top1"]["motion_gated"]["samples"]
     assert all(v >= 80.0 for s in gated for v in s["values"])   # the ceiling reads every bit of the world
     assert (tmp_path / "tables" / "static_knob.md").is_file()
+
+
+def test_every_arm_chooses_its_lr_from_one_grid_on_validation_clips(tmp_path, monkeypatch):
+    """The first seed runs at every lr of the grid and is scored on validation clips; the best (the smaller
+    on a tie) is kept, the first seed's result is that run's and the other seeds run at it; the record
+    says whether it lies on the grid's edge."""
+    from papers.everest.experiments import finetuning
+
+    calls = []
+    scores = {0.001: 40.0, 0.003: 55.0, 0.01: 55.0}
+
+    def fake(run, arm, snapshot, prune, seed, subdir, cfg=None, point=None, steps=None, val=False):
+        lr = float(cfg.finetune.lr)
+        calls.append((seed, lr, subdir, val))
+        return {"top1": 100 * seed + 1000 * lr, "val_top1": scores[lr], "loss": 0.0, "tokens": 128, "schedule": {}}
+
+    monkeypatch.setattr(finetuning, "finetune_seed", fake)
+    out = finetuning.finetune_arm(smoke_run(tmp_path, "finetune_everest", "[0,1,2]"), "everest", "b100")
+    assert out["lr"]["grid"] == [0.001, 0.003, 0.01] and out["lr"]["val_top1"] == [40.0, 55.0, 55.0]
+    assert out["lr"]["chosen"] == 0.003 and out["lr"]["at_edge"] is False
+    assert [c[:2] for c in calls] == [(0, 0.001), (0, 0.003), (0, 0.01), (1, 0.003), (2, 0.003)]
+    assert all(c[3] for c in calls[:3]) and not any(c[3] for c in calls[3:])   # validation only while tuning
+    assert out["top1"]["values"] == [3.0, 103.0, 203.0]                         # seed 0: the chosen grid run
+    assert len({c[2] for c in calls[:3]}) == 3                                   # one checkpoint folder per lr
+    scores[0.01] = 60.0
+    calls.clear()
+    out = finetuning.finetune_arm(smoke_run(tmp_path, "finetune_everest", "[0,1]"), "everest", "b100")
+    assert out["lr"]["chosen"] == 0.01 and out["lr"]["at_edge"] is True
+    calls.clear()   # a given lr (the knob's and the budget curve's fine-tunes): no tuning
+    out = finetuning.finetune_arm(smoke_run(tmp_path, "finetune_everest", "[0,1]"), "everest", "b100", lr=0.003)
+    assert [c[:2] for c in calls] == [(0, 0.003), (1, 0.003)] and out["lr"]["chosen"] == 0.003
+
+
+def test_budget_curve_pretrains_each_shorter_length_and_fine_tunes_at_the_chosen_lr(tmp_path):
+    """budget_pretrain_<arm> pre-trains every shorter length of budget_curve.fractions with its own
+    schedule; budget_finetune_<arm> fine-tunes from each at the lr the main world's fine-tune chose;
+    accuracy pairs EVEREST at the shortest with VideoMAE at the longest by seed."""
+    import pandas as pd
+
+    from papers.everest.experiments import budget_finetune, budget_pretrain
+    from papers.everest.experiments.accuracy import budget_curve
+
+    cfg = ["seeds=[0,1]", "pretrain.steps=2", "finetune.steps=1", "finetune.lr_grid=[0.003]",
+           "budget_curve.fractions=[0.5,1.0]"]
+
+    def run_of(experiment):
+        return Run("everest", experiment, load_config(CONFIG, "smoke", cfg), tmp_path)
+
+    run_pretrain(run_of("pretrain_everest"), "everest")
+    pre = budget_pretrain(run_of("budget_pretrain_everest"), "everest")
+    assert list(pre) == ["steps1"] and pre["steps1"]["steps"] == 1
+    assert (pretrain_dir(run_of("x"), "everest", 1, steps=1) / "b100.pt").is_file()
+    run = run_of("finetune_everest")
+    run.save_metrics(main := run_finetune(run, "everest"))
+    run = run_of("budget_finetune_everest")
+    run.save_metrics(curve := budget_finetune(run, "everest"))
+    assert curve["steps1"]["lr"]["chosen"] == main["lr"]["chosen"] == 0.003 and curve["steps1"]["top1"]["n"] == 2
+    videomae = {"steps1": {"top1": sample([10.0, 20.0], "seed")}}
+    run_of("budget_finetune_videomae").save_metrics(videomae)
+    top1 = {"videomae": sample([30.0, 50.0], "seed"), "everest": main["top1"]}
+    out = budget_curve(run_of("accuracy"), top1, pd)
+    shortest = curve["steps1"]["top1"]["values"]
+    assert out["everest_shortest_minus_videomae_longest"]["values"] == [shortest[0] - 30.0, shortest[1] - 50.0]
+    assert out["budget_curve"]["steps"] == [1, 2] and out["budget_curve"]["videomae"][0]["values"] == [10.0, 20.0]

@@ -149,14 +149,15 @@ def test_pretrain_deterministic_and_resumes_exactly(tmp_path, monkeypatch):
     monkeypatch.setattr(train.PretrainModule, "training_step", killed_at_step_3)
     with pytest.raises(Killed):
         pretrain(small_model(), data, "everest", cfg, 0, tmp_path / "c")
-    assert torch.load(tmp_path / "c" / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 2
+    root = train.run_root(tmp_path / "c", cfg)                  # step checkpoints under run-<config hash>
+    assert torch.load(root / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 2
     monkeypatch.setattr(train.PretrainModule, "training_step", real_step)
     model = small_model(seed=1)                                 # weights must come from last.ckpt
     losses = pretrain(model, data, "everest", cfg, 0, tmp_path / "c")
     assert losses == runs["a"][0]
     assert all(torch.equal(v, runs["a"][1][k]) for k, v in model.state_dict().items())
-    log = (tmp_path / "c" / "logs" / "metrics.csv").read_text()
-    assert log == (tmp_path / "a" / "logs" / "metrics.csv").read_text() and log.count("\n") == 6
+    log = (root / "logs" / "metrics.csv").read_text()
+    assert log == (train.run_root(tmp_path / "a", cfg) / "logs" / "metrics.csv").read_text() and log.count("\n") == 6
 
 
 def test_pretrain_with_frame_selection_runs(tmp_path):
@@ -189,7 +190,7 @@ def test_fused_attention_matches_explicit_and_saves_less():
 
 def test_checkpoint_of_another_config_is_not_resumed(tmp_path):
     from papers.everest.data import make_clips
-    from papers.everest.modules import cache_config
+    from papers.everest.modules import cache_config, run_root
     from shared.config import config_hash
 
     data = make_clips(8, 0)
@@ -200,8 +201,9 @@ def test_checkpoint_of_another_config_is_not_resumed(tmp_path):
     before = {k: v.clone() for k, v in model.state_dict().items()}
     losses = pretrain(model, data, "everest", other, 0, tmp_path)
     assert len(losses) == 2 and any(not torch.equal(v, before[k]) for k, v in model.state_dict().items())
-    key = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)["cache_key"]
+    key = torch.load(run_root(tmp_path, other) / "checkpoints" / "last.ckpt", weights_only=True)["cache_key"]
     assert key == {"config_hash": config_hash(cache_config(other)), "seed": 0}
+    assert (run_root(tmp_path, cfg) / "checkpoints" / "last.ckpt").is_file()   # the other config's, kept
     # the checkpoint interval is not part of the key: a rerun with another interval resumes
     again = load_config(CONFIG, "smoke", ["pretrain.steps=2", "pretrain.batch=2", "pretrain.lr=0.01",
                                           "trainer.every_n_train_steps=1"])

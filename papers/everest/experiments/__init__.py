@@ -2,12 +2,15 @@
 
 pretraining      pretrain_<arm>: VideoMAE tube masking / EVEREST / ascending, and EVEREST on candidate
                  clips with information-intensive or uniform frame pairs; knob_pretrain_<arm>: the
-                 VideoMAE and EVEREST pre-trainings at the other points of the static-context knob
+                 VideoMAE and EVEREST pre-trainings at the other points of the static-context knob;
+                 budget_pretrain_<arm>: VideoMAE and EVEREST pre-trained for the budget curve's shorter lengths
 finetuning       finetune_<arm>: the 2×2 of pre-training {VideoMAE, EVEREST} × fine-tuning {all tokens,
-                 top 60%}, plus random-60%, ascending, scratch and frame-selection arms;
-                 knob_finetune_<arm>: the 2×2's EVEREST column and VideoMAE along the knob
+                 top 60%}, plus random-60%, ascending, scratch and frame-selection arms, each at the lr its
+                 first seed chose from one grid on validation clips; knob_finetune_<arm>: the 2×2's EVEREST
+                 column and VideoMAE along the knob; budget_finetune_<arm>: the budget curve's fine-tunes
 label_leak       a linear probe on the keep mask alone: the class (chance) and the direction (control)
-accuracy         the 2×2 table, the gaps the claims test, the control and frame-selection tables
+accuracy         the 2×2 table, the gaps the claims test, the control, frame-selection, lr-grid and
+                 budget-curve tables
 static_knob      EVEREST − VideoMAE, the pruning cost and the two readers along the static-context knob
 efficiency       tiny model: tokens, FLOPs, saved activations (explicit and fused attention), step times
                  (and efficiency_vit_b: the paper's ViT-B at 16×224²)
@@ -17,12 +20,12 @@ common           arms, data, initial encoders, checkpoint folders, knob points, 
 from functools import partial
 
 from .accuracy import accuracy
-from .common import (FINETUNE_ARMS, KNOB_FINETUNE_ARMS, KNOB_PRETRAIN_ARMS, PRETRAIN_ARMS, at_point, dataset,
+from .common import (BUDGET_ARMS, FINETUNE_ARMS, KNOB_FINETUNE_ARMS, KNOB_PRETRAIN_ARMS, PRETRAIN_ARMS, at_point, dataset,
                      initial_autoencoder, knob_points, mean_ci, mean_std, pretrain_dir, schedule, snapshot_name)
 from .efficiency import efficiency, efficiency_vit_b
-from .finetuning import finetune_arm, knob_finetune, run_finetune
+from .finetuning import budget_finetune, finetune_arm, knob_finetune, run_finetune
 from .label_leak import label_leak
-from .pretraining import knob_pretrain, pair_has_motion, run_pretrain
+from .pretraining import budget_pretrain, knob_pretrain, pair_has_motion, run_pretrain
 from .static_knob import static_knob
 from .token_overlay import token_overlay
 
@@ -31,6 +34,8 @@ EXPERIMENTS = {
     **{f"finetune_{arm}": partial(run_finetune, arm=arm) for arm in FINETUNE_ARMS},
     **{f"knob_pretrain_{arm}": partial(knob_pretrain, arm=arm) for arm in KNOB_PRETRAIN_ARMS},
     **{f"knob_finetune_{arm}": partial(knob_finetune, arm=arm) for arm in KNOB_FINETUNE_ARMS},
+    **{f"budget_pretrain_{arm}": partial(budget_pretrain, arm=arm) for arm in BUDGET_ARMS},
+    **{f"budget_finetune_{arm}": partial(budget_finetune, arm=arm) for arm in BUDGET_ARMS},
     "label_leak": label_leak,
     "accuracy": accuracy,
     "static_knob": static_knob,
@@ -39,6 +44,6 @@ EXPERIMENTS = {
     "token_overlay": token_overlay,
 }
 
-__all__ = ["EXPERIMENTS", "at_point", "dataset", "finetune_arm", "initial_autoencoder", "knob_finetune", "knob_points",
+__all__ = ["EXPERIMENTS", "at_point", "budget_finetune", "budget_pretrain", "dataset", "finetune_arm", "initial_autoencoder", "knob_finetune", "knob_points",
            "knob_pretrain", "label_leak", "mean_ci", "mean_std", "pair_has_motion", "pretrain_dir", "run_finetune",
            "run_pretrain", "schedule", "snapshot_name", "static_knob"]

@@ -1,11 +1,12 @@
-"""The accuracy tables (`accuracy`): the 2×2, every arm, the paired gaps the claims test, and the
-frame-selection ablation."""
+"""The accuracy tables (`accuracy`): the 2×2, every arm, the paired gaps the claims test, the
+frame-selection ablation, the lr each arm chose from the grid, and the budget curve (top-1 of VideoMAE
+and EVEREST at every pre-training length; EVEREST at the shortest against VideoMAE at the longest)."""
 from __future__ import annotations
 
 from shared.io import read_json
 from shared.samples import gap
 
-from .common import FINETUNE_ARMS, FRAME_ARMS, PRETRAIN_ARMS, mean_ci
+from .common import BUDGET_ARMS, FINETUNE_ARMS, FRAME_ARMS, PRETRAIN_ARMS, budget_steps, mean_ci
 
 LABELS = {"videomae": "VideoMAE pre-train, all tokens (VideoMAE)",
           "videomae_pruned": "VideoMAE pre-train, top-60% FT",
@@ -25,6 +26,7 @@ GAPS = {"everest_full_minus_videomae": ("everest_full", "videomae"),          # 
         "everest_minus_random": ("everest", "random"),
         "everest_minus_ascending": ("everest", "ascending"),
         "everest_minus_scratch": ("everest", "scratch"),
+        "videomae_pruned_minus_scratch": ("videomae_pruned", "scratch"),   # VideoMAE's own floor
         "selected_minus_uniform_frames": ("everest_selected_frames", "everest_uniform_frames")}
 
 
@@ -42,6 +44,7 @@ def accuracy(run) -> dict:
     run.save_table(pd.DataFrame(grid), "accuracy_2x2")
     rows = [{"arm": LABELS[a], "pre-train": PRETRAIN_ARMS[m[a]["pretrained"]][0] if m[a]["pretrained"] else "none",
              "fine-tune tokens": m[a]["tokens"], "fine-tune pruning": m[a]["prune"],
+             "fine-tune lr": f"{m[a]['lr']['chosen']:g}" + (" (grid edge)" if m[a]["lr"].get("at_edge") else ""),
              "top-1 (%), mean [90% CI]": mean_ci(top1[a])} for a in LABELS if a in top1]
     run.save_table(pd.DataFrame(rows), "accuracy")
     run.save_table(pd.DataFrame([{"gap (paired by seed)": f"{a} − {b}", "top-1 points, mean [90% CI]": mean_ci(g)}
@@ -58,9 +61,30 @@ def accuracy(run) -> dict:
                            "top-1 (%), top-60% FT": mean_ci(top1[arm])})
         gaps[f"{arm}_motion_pair_fraction"] = pre["motion_pair_fraction"]
     run.save_table(pd.DataFrame(frame_rows), "frame_selection")
-    out = {arm: {"top1": top1[arm]} for arm in top1}
+    lr_rows = [{"arm": a, **{f"val top-1 at lr {g:g}": v for g, v in zip(m[a]["lr"]["grid"], m[a]["lr"]["val_top1"])},
+                "chosen lr": m[a]["lr"]["chosen"], "grid edge": m[a]["lr"]["at_edge"], "tuned on": m[a]["lr"]["tuned_on"]}
+               for a in top1 if "val_top1" in m[a]["lr"]]
+    run.save_table(pd.DataFrame(lr_rows or [{"lr grid": "empty: every arm at finetune.lr"}]), "finetune_lr")
+    out = {arm: {"top1": top1[arm], "lr": m[arm]["lr"]} for arm in top1}
     out.update(gaps)
+    out.update(budget_curve(run, top1, pd))
     if all(f"{a}_motion_pair_fraction" in gaps for a in FRAME_ARMS):
         out["selected_minus_uniform_motion_pairs"] = gap(
             gaps["everest_selected_frames_motion_pair_fraction"], gaps["everest_uniform_frames_motion_pair_fraction"])
     return out
+
+
+def budget_curve(run, top1: dict, pd) -> dict:
+    """Table `budget_curve` and the samples of the budget curve: {budget_curve: {steps, <arm>: [sample per
+    length]}, everest_shortest_minus_videomae_longest: gap paired by seed}."""
+    steps = budget_steps(run.cfg)
+    curve = {"steps": steps}
+    for arm in BUDGET_ARMS:
+        shorter = read_json(run.out / "metrics" / f"budget_finetune_{arm}.json")
+        curve[arm] = [shorter[f"steps{n}"]["top1"] for n in steps[:-1]] + [top1[arm]]
+    rows = [{"pre-training steps": n, "fraction": n / steps[-1],
+             **{f"{LABELS[arm]} top-1 (%)": mean_ci(curve[arm][j]) for arm in BUDGET_ARMS}}
+            for j, n in enumerate(steps)]
+    run.save_table(pd.DataFrame(rows), "budget_curve")
+    return {"budget_curve": curve,
+            "everest_shortest_minus_videomae_longest": gap(curve["everest"][0], curve["videomae"][-1])}

@@ -33,6 +33,9 @@ FINETUNE_ARMS = {"videomae": ("videomae", "none"), "videomae_pruned": ("videomae
 # the arms trained at every other point of the static-context knob (`knob.static_share`)
 KNOB_PRETRAIN_ARMS = ("videomae", "everest")
 KNOB_FINETUNE_ARMS = ("videomae", "everest_full", "everest")
+# the budget curve: pre-training arm = fine-tune arm (videomae: all tokens; everest: top 60%), each
+# pre-trained again for every shorter length of `budget_curve.fractions`
+BUDGET_ARMS = ("videomae", "everest")
 KNOB_PROCEDURAL_ONLY = "the static-context knob is a parameter of the procedural world (smoke, tiny)"
 FRAME_ARMS = ("everest_uniform_frames", "everest_selected_frames")
 PROCEDURAL_ONLY = ("the frame-selection arms choose among 2·α·τ candidate frames with ground-truth motion, "
@@ -76,7 +79,7 @@ def _key(cfg) -> tuple:
 
 
 def dataset(cfg, seed: int, split: str, pan: bool = False, candidates: bool = False):
-    """split: pretrain | finetune | test. Procedural clips, or "path label" video lists (full).
+    """split: pretrain | finetune | val | test. Procedural clips, or "path label" video lists (full).
     `pan`: the camera-pan control (`overlay.pan_speed`); `candidates`: pre-training clips of 2·α·τ
     frames with static stretches (`frame_selection.rest`; the frame-selection arms)."""
     d = cfg.data
@@ -88,6 +91,8 @@ def dataset(cfg, seed: int, split: str, pan: bool = False, candidates: bool = Fa
                                cfg.frame_selection.rest)
         if split == "test":
             return _procedural(key, derive_seed(seed, "test-clips"), d.n_test, pan_speed=pan_speed)
+        if split == "val":   # the lr grid's validation clips: a stream of their own
+            return _procedural(key, derive_seed(seed, "val-clips"), d.n_val, pan_speed=pan_speed)
         n = d.n_pretrain if split == "pretrain" else d.n_finetune   # clip i depends on (seed, i) only
         return _procedural(key, derive_seed(seed, "train-clips"), n, pan_speed=pan_speed)
     if d.source != "video":
@@ -97,6 +102,9 @@ def dataset(cfg, seed: int, split: str, pan: bool = False, candidates: bool = Fa
                          "procedural clips only: drop the everest_*_frames arms, or extend VideoListDataset")
     from ..video import VideoListDataset
 
+    if split == "val":
+        raise ConfigError("the fine-tuning lr grid needs validation clips, procedural only: set finetune.lr_grid: [] "
+                          "for video lists (every arm then fine-tunes at finetune.lr)")
     key = {"pretrain": "pretrain_list", "finetune": "train_list", "test": "test_list"}[split]
     fetch = "UCF101/HMDB51/K400 videos and the official split lists"
     path = require_path(d[key], what=f"{split} video list", fetch=fetch, config_key=f"data.{key}")
@@ -154,8 +162,30 @@ def at_point(cfg, point: float):
     return Config.wrap({**cfg.to_dict(), "data": {**cfg.data.to_dict(), "static_share": float(point)}})
 
 
-def pretrain_dir(run, arm: str, seed: int, point: float | None = None) -> Path:
-    """Weights of pre-training `arm` at `seed`: the main world's, or those at knob point `point`."""
+def with_lr(cfg, lr: float):
+    """The config with fine-tuning lr `lr` (nothing else changed)."""
+    return Config.wrap({**cfg.to_dict(), "finetune": {**cfg.finetune.to_dict(), "lr": float(lr)}})
+
+
+def budget_steps(cfg) -> list[int]:
+    """The pre-training lengths of the budget curve (steps), increasing; the last is `pretrain.steps`,
+    the main pre-training, so only the shorter ones are trained by the budget_* experiments."""
+    fractions = [float(f) for f in cfg.budget_curve.fractions]
+    if not fractions or fractions[-1] != 1.0 or sorted(set(fractions)) != fractions or fractions[0] <= 0:
+        raise ConfigError(f"budget_curve.fractions={fractions}: increasing fractions in (0, 1] ending at 1.0")
+    return [max(1, round(f * cfg.pretrain.steps)) for f in fractions]
+
+
+def with_steps(cfg, steps: int):
+    """The config of a pre-training of `steps` steps (its own warm-up and cosine schedule)."""
+    return Config.wrap({**cfg.to_dict(), "pretrain": {**cfg.pretrain.to_dict(), "steps": int(steps)}})
+
+
+def pretrain_dir(run, arm: str, seed: int, point: float | None = None, steps: int | None = None) -> Path:
+    """Weights of pre-training `arm` at `seed`: the main world's, those at knob point `point`, or those of
+    the budget curve's `steps`-step pre-training."""
+    if steps is not None:
+        return run.out / "checkpoints" / f"budget_pretrain_{arm}" / f"steps{steps}" / seed_dir(seed)
     if point is None:
         return run.out / "checkpoints" / f"pretrain_{arm}" / seed_dir(seed)
     return run.out / "checkpoints" / f"knob_pretrain_{arm}" / point_dir(point) / seed_dir(seed)

@@ -1,33 +1,47 @@
-"""Fine-tuning experiments (`finetune_<arm>`, `knob_finetune_<arm>`): the 2×2 of pre-training {VideoMAE,
-EVEREST} × fine-tuning {all tokens, top 60%}, plus the random-60%, ascending, scratch and
-frame-selection arms; each fine-tunes once per seed and reports test top-1 with its own pruning.
+"""Fine-tuning experiments (`finetune_<arm>`, `knob_finetune_<arm>`, `budget_finetune_<arm>`): the 2×2 of
+pre-training {VideoMAE, EVEREST} × fine-tuning {all tokens, top 60%}, plus the random-60%, ascending,
+scratch and frame-selection arms; each fine-tunes once per seed and reports test top-1 with its own
+pruning.
+
+**One tuning budget for every arm** (`finetune.lr_grid`): each main-world arm fine-tunes its first seed
+at every lr of the same grid, scores each on validation clips (`data.n_val`, a stream of their own,
+neither training nor test clips), and keeps the lr with the best validation top-1 (the smaller lr on a
+tie); its other seeds run at that lr. The seed-0 run at the chosen lr is the arm's seed-0 result (its
+training does not depend on the other grid points). The record says the grid, each lr's validation
+top-1, the chosen lr and whether it lies on the grid's edge. The knob's and the budget curve's
+fine-tunes take the chosen lr of the same arm in the main world (`finetune_<arm>.json`). An empty grid
+fine-tunes every arm at `finetune.lr`.
 """
 from __future__ import annotations
 
 import torch
 
+from shared.io import read_json
 from shared.samples import sample
 from shared.seeding import derive_seed
 
 from ..model import VideoClassifier
 from ..selection import count
 from ..train import evaluate, finetune
-from .common import (FINETUNE_ARMS, KNOB_PROCEDURAL_ONLY, at_point, classes, dataset, device_of, initial_autoencoder,
-                     knob_points, point_dir, pretrain_dir, schedule, seed_dir, seeds_of, skipped_on_video,
-                     snapshot_name)
+from .common import (FINETUNE_ARMS, KNOB_PROCEDURAL_ONLY, at_point, budget_steps, classes, dataset,
+                     device_of, initial_autoencoder, knob_points, point_dir, pretrain_dir, schedule, seed_dir,
+                     seeds_of, skipped_on_video, snapshot_name, with_lr)
 
 
 def finetune_seed(run, arm: str, snapshot: str | None, prune: str, seed: int, subdir: str, cfg=None,
-                  point: float | None = None) -> tuple[float, float, int, dict]:
-    """(test top-1, final train loss, token count, schedule) of one fine-tune of `arm` at `seed`, under
-    `cfg` (default the run's), from the pre-trained weights of the main world or of knob point `point`."""
+                  point: float | None = None, steps: int | None = None, val: bool = False) -> dict:
+    """One fine-tune of `arm` at `seed` under `cfg` (default the run's; its `finetune.lr`), from the
+    pre-trained weights of the main world, of knob point `point`, or of the `steps`-step pre-training of
+    the budget curve: test top-1 (`top1`), validation top-1 (`val_top1`, with `val`), final train loss,
+    token count and schedule."""
     cfg = run.cfg if cfg is None else cfg
     source, _ = FINETUNE_ARMS[arm]
     ae = initial_autoencoder(cfg, seed)  # same initial encoder as the pre-training arms
     if source is not None:
-        path = pretrain_dir(run, source, seed, point) / f"{snapshot}.pt"
+        path = pretrain_dir(run, source, seed, point, steps) / f"{snapshot}.pt"
         if not path.is_file():
-            experiment = f"pretrain_{source}" if point is None else f"knob_pretrain_{source}"
+            experiment = ("pretrain_" if point is None and steps is None else
+                          "knob_pretrain_" if steps is None else "budget_pretrain_") + source
             raise FileNotFoundError(f"no pre-trained weights at {path}: run the {experiment} experiment first "
                                     f"(with the same `seeds`)")
         ae.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
@@ -35,29 +49,64 @@ def finetune_seed(run, arm: str, snapshot: str | None, prune: str, seed: int, su
     model = VideoClassifier(ae.encoder, classes(cfg), prune=prune, keep_ratio=cfg.selection.keep_ratio)
     device = device_of(cfg)
     data = dataset(cfg, seed, "finetune")
-    plan = schedule(cfg, "finetune", data, who=f"{arm} (seed {seed})")
+    plan = schedule(cfg, "finetune", data, who=f"{arm} (seed {seed}, lr {cfg.finetune.lr:g})")
     losses = finetune(model, data, cfg, seed, run.checkpoint_dir(*[p for p in (subdir, seed_dir(seed)) if p]), device)
-    top1 = evaluate(model, dataset(cfg, seed, "test"), cfg.finetune.eval_batch, seed, device)
+    out = {"top1": evaluate(model, dataset(cfg, seed, "test"), cfg.finetune.eval_batch, seed, device)}
+    if val:
+        out["val_top1"] = evaluate(model, dataset(cfg, seed, "val"), cfg.finetune.eval_batch, seed, device)
     tail = max(1, len(losses) // 10)
-    return top1, sum(losses[-tail:]) / tail, model.encoder.num_tokens, plan
+    return {**out, "loss": sum(losses[-tail:]) / tail, "tokens": model.encoder.num_tokens, "schedule": plan}
 
 
-def finetune_arm(run, arm: str, snapshot: str | None, subdir: str = "", cfg=None, point: float | None = None) -> dict:
-    """Fine-tune `arm` from `snapshot` once per seed; top-1 and train loss as samples over seeds."""
+def lr_dir(lr: float) -> str:
+    return f"lr{lr:g}"
+
+
+def finetune_arm(run, arm: str, snapshot: str | None, subdir: str = "", cfg=None, point: float | None = None,
+                 lr: float | None = None, steps: int | None = None) -> dict:
+    """Fine-tune `arm` from `snapshot` once per seed; top-1 and train loss as samples over seeds. With
+    `lr` None and a non-empty `finetune.lr_grid`, the lr is chosen on the first seed's validation clips
+    (module docstring); otherwise every seed runs at `lr` (or `finetune.lr`)."""
     cfg = run.cfg if cfg is None else cfg
     source, prune = FINETUNE_ARMS[arm]
     if arm == "ascending" and cfg.selection.ascending_finetune:
         prune = "bottom"
     if arm == "scratch":
         prune = cfg.selection.scratch_prune
-    top1, loss = [], []
-    for seed in seeds_of(cfg):
-        acc, final_loss, n, plan = finetune_seed(run, arm, snapshot, prune, seed, subdir, cfg, point)
-        top1.append(acc)
-        loss.append(final_loss)
-    return {"top1": sample(top1, "seed"), "pretrained": source, "snapshot": snapshot, "prune": prune,
-            "seeds": seeds_of(cfg), "tokens": n if prune == "none" else count(cfg.selection.keep_ratio, n),
-            "train_loss_final": sample(loss, "seed"), "schedule": plan}
+    seeds = seeds_of(cfg)
+    grid = [float(x) for x in (cfg.finetune.lr_grid or [])]
+    results, tuning = {}, None
+    if lr is None and grid:
+        first = {g: finetune_seed(run, arm, snapshot, prune, seeds[0], "/".join(p for p in (subdir, lr_dir(g)) if p),
+                                  with_lr(cfg, g), point, steps, val=True) for g in grid}
+        val = [first[g]["val_top1"] for g in grid]
+        lr = grid[val.index(max(val))]
+        results[seeds[0]] = first[lr]
+        tuning = {"grid": grid, "val_top1": val, "chosen": lr, "at_edge": len(grid) > 1 and lr in (min(grid), max(grid)),
+                  "tuned_on": f"seed {seeds[0]}, {cfg.data.n_val} validation clips"}
+    elif lr is None:
+        lr = float(cfg.finetune.lr)
+    for seed in seeds:
+        if seed not in results:
+            sub = "/".join(p for p in (subdir, lr_dir(lr)) if p) if grid else subdir
+            results[seed] = finetune_seed(run, arm, snapshot, prune, seed, sub, with_lr(cfg, lr), point, steps)
+    n = results[seeds[0]]["tokens"]
+    return {"top1": sample([results[s]["top1"] for s in seeds], "seed"), "pretrained": source, "snapshot": snapshot,
+            "prune": prune, "seeds": seeds, "tokens": n if prune == "none" else count(cfg.selection.keep_ratio, n),
+            "train_loss_final": sample([results[s]["loss"] for s in seeds], "seed"),
+            "schedule": results[seeds[0]]["schedule"],
+            "lr": tuning or {"chosen": lr, "grid": grid, "tuned_on": "the same arm's main-world fine-tune"
+                             if grid else "not tuned (finetune.lr_grid empty): finetune.lr"}}
+
+
+def chosen_lr(run, arm: str) -> float | None:
+    """The lr the main world's fine-tune of `arm` chose (None without a grid: `finetune.lr`)."""
+    if not run.cfg.finetune.lr_grid:
+        return None
+    path = run.out / "metrics" / f"finetune_{arm}.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: run the finetune_{arm} experiment first (its lr is chosen there)")
+    return float(read_json(path)["lr"]["chosen"])
 
 
 def run_finetune(run, arm: str) -> dict:
@@ -68,10 +117,22 @@ def run_finetune(run, arm: str) -> dict:
 
 def knob_finetune(run, arm: str) -> dict:
     """Fine-tune `arm` at every point of the static-context knob but the first (the main world's is
-    `finetune_<arm>`), from the pre-training of the same point: {point_dir: the fine-tune record}."""
+    `finetune_<arm>`), from the pre-training of the same point, at the main world's chosen lr:
+    {point_dir: the fine-tune record}."""
     cfg = run.cfg
     if cfg.data.source != "procedural":
         return {"skipped": True, "reason": KNOB_PROCEDURAL_ONLY}
     snapshot = snapshot_name(cfg.pretrain.budgets[-1])
-    return {point_dir(p): finetune_arm(run, arm, snapshot, point_dir(p), at_point(cfg, p), p)
+    lr = chosen_lr(run, arm)
+    return {point_dir(p): finetune_arm(run, arm, snapshot, point_dir(p), at_point(cfg, p), p, lr=lr)
             for p in knob_points(cfg)[1:]}
+
+
+def budget_finetune(run, arm: str) -> dict:
+    """Fine-tune `arm` (videomae: all tokens; everest: top 60%) from each shorter pre-training of the
+    budget curve, at the main world's chosen lr: {steps<n>: the fine-tune record}."""
+    snapshot = snapshot_name(run.cfg.pretrain.budgets[-1])
+    lr = chosen_lr(run, arm)
+    return {f"steps{n}": finetune_arm(run, arm, snapshot, f"steps{n}", lr=lr, steps=n)
+            for n in budget_steps(run.cfg)[:-1]}
+
