@@ -70,7 +70,7 @@ def test_gpu_only_where_cuda_is_used():
 def dry_run_jobs(tmp_path, *options: str, config: tuple[str, ...] = ()) -> dict[str, tuple[dict, str]]:
     """rule -> (resources, shell command) of EVEREST's full-profile trainings, as `snakemake -n` prints
     them with these options (a profile, or --cores) and extra --config entries."""
-    targets = [tmp_path / f"full/everest/metrics/{k}finetune_everest.json" for k in ("", "knob_")]   # and pre-training
+    targets = [tmp_path / f"full/everest/metrics/{k}finetune_everest.json" for k in ("", "knob_", "budget_")]   # and pre-training
     cmd = [sys.executable, "-m", "snakemake", "-n", "--nolock", *map(str, targets), *options,
            "--config", "profile=full", f"results={tmp_path}", *config]
     run = subprocess.run(cmd, cwd=REPO, env=WORKFLOW_ENV, capture_output=True, text=True, timeout=300)
