@@ -32,7 +32,7 @@ DEFAULT_PROFILE = "tiny"
 # Closed value sets of the keys the papers share (a key a paper does not have is skipped). None is
 # always allowed where the default is None ("from `device`" / "auto").
 CHOICES: dict[str, tuple] = {
-    "device": ("auto", "cpu", "cuda"),
+    "device": ("auto", "cpu", "cuda", "meta"),   # meta: shape-only runs (tests, the cost plan)
     "logging.wandb": ("disabled", "offline", "online"),
     "trainer.wandb": ("disabled", "offline", "online"),
     "trainer.accelerator": ("auto", "cpu", "gpu", "cuda"),

@@ -44,7 +44,7 @@ def test_plan_covers_every_full_profile_job(cli):
     for r in rows:
         assert float(r["limit_h"]) > 0 and float(r["mem_limit_GB"]) > 0 and r["flops_how"], r
     unfit = {(r["rule"], r["job"]) for r in rows if r["fits"] == "NO"}
-    assert ("everest_pretrain_checkpoints", "arm=videomae") in unfit      # 3 seeds × 100k steps in 48 h
+    assert ("everest_pretrain_checkpoints", "arm=videomae") not in unfit  # fits once loader workers decode
     assert ("mmp_cindex_arm", "arm=abmil") in unfit                      # 8 threads at 20 GFLOP/s each vs 12 h
     assert ("mmp_cindex_arm", "arm=full_transformer") in unfit
     assert (run.returncode == 1) == bool(unfit)
