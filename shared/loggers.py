@@ -20,6 +20,11 @@ def set_run_context(paper: str, experiment: str, out: str | Path, config: dict |
     RUN_CONTEXT.update(paper=paper, experiment=experiment, out=Path(out), config=config or {})
 
 
+def run_profile() -> str | None:
+    """The running experiment's profile (None outside an experiment)."""
+    return (RUN_CONTEXT.get("config") or {}).get("profile")
+
+
 def wandb_names(out_dir: str | Path) -> dict:
     """wandb's name, group, job type and config of the training that writes under `out_dir`: named
     for the experiment and the arm (its folder under the experiment's checkpoints), grouped per paper."""

@@ -12,10 +12,9 @@ def progress(items: Iterable[T], desc: str, total: int | None = None, full_only:
     """`items` with a tqdm bar on stderr (one line, refreshed at most every 30 s when stderr is not a
     terminal, e.g. a SLURM log); plain `items` under CI=true, and below the full profile when
     `full_only` (tiny runs take minutes, and their logs stay readable)."""
-    from .loggers import RUN_CONTEXT
+    from .loggers import run_profile
 
-    profile = (RUN_CONTEXT.get("config") or {}).get("profile")
-    if os.environ.get("CI") == "true" or (full_only and profile != "full"):
+    if os.environ.get("CI") == "true" or (full_only and run_profile() != "full"):
         return items
     import sys
 

@@ -208,11 +208,11 @@ def make_trainer(
 def show_progress(progress: bool | None = None) -> bool:
     """Lightning's progress bar: never under CI=true (quiet logs); always at the full profile, where a
     training runs for hours (whatever the call asks); else as asked (default: on)."""
-    from .loggers import RUN_CONTEXT
+    from .loggers import run_profile
 
     if os.environ.get("CI") == "true":
         return False
-    if (RUN_CONTEXT.get("config") or {}).get("profile") == "full":
+    if run_profile() == "full":
         return True
     return True if progress is None else progress
 
