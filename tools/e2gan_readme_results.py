@@ -1,5 +1,6 @@
 """Rewrite the results block of papers/e2gan/README.md (between its RESULTS:BEGIN / RESULTS:END markers)
-from one tiny run's files: the e2gan rows of claims.md, tables/*.md, metrics/*.json and benchmarks/*.tsv.
+from one tiny run's files: the e2gan rows of claims.md, tables/*.md, metrics/*.json, their provenance
+(each job's own CPU seconds) and the notebook's benchmark.
 README numbers come from the workflow's files, never typed:
 
     python tools/e2gan_readme_results.py RESULTS_ROOT "how the run was made (one sentence)"
@@ -31,12 +32,59 @@ def table(root: Path, name: str) -> str:
     return (root / "tables" / f"{name}.md").read_text().strip()
 
 
+LEDGER_COLUMNS = ("id", "kind", "estimate", "90% interval", "n", "test", "status", "floors", "audit")
+
+
+def ledger_rows(claims_md: str, prefix: str = "e2gan.") -> list[str]:
+    """The ledger's rows for one paper, cut to LEDGER_COLUMNS (the claim's text is in claims.yaml)."""
+    lines = claims_md.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("| id |"))
+    cells = [c.strip() for c in lines[header].strip("|").split("|")]
+    keep = [cells.index(c) for c in LEDGER_COLUMNS]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines
+            if line.startswith(f"| {prefix}")]
+    return ["| " + " | ".join(LEDGER_COLUMNS) + " |", "|" + "---|" * len(LEDGER_COLUMNS),
+            *["| " + " | ".join(r[i] for i in keep) + " |" for r in rows]]
+
+
+def job_costs(paper_root: Path, profile_root: Path, paper: str = "e2gan") -> list[dict]:
+    """Each job's own wall and CPU seconds. An experiment job's are its process's (`process` in its
+    metrics file's provenance): a job forked from the workflow's warm server is not the process that
+    snakemake's benchmark measures, so the benchmark's CPU column reads 0 for it. The notebook runs in
+    a process of its own: its cost is snakemake's benchmark (`paper_notebook@<paper>.tsv`)."""
+    rows = []
+    for p in sorted((paper_root / "metrics").glob("*.json.provenance.json")):
+        prov = json.loads(p.read_text())
+        proc = prov.get("process") or {}
+        if "cpu_s" not in proc:
+            continue
+        rows.append({"job": p.name.removesuffix(".json.provenance.json"), "rule": prov.get("rule", ""),
+                     "warm": bool(proc.get("warm")), "wall_s": float(proc["wall_s"]), "cpu_s": float(proc["cpu_s"])})
+    nb = profile_root / "benchmarks" / f"paper_notebook@{paper}.tsv"
+    if nb.exists():
+        head, row = nb.read_text().splitlines()[:2]
+        cols = dict(zip(head.split("\t"), row.split("\t")))
+        rows.append({"job": "notebook", "rule": "paper_notebook", "warm": False, "wall_s": float(cols["s"]),
+                     "cpu_s": float(cols["cpu_time"])})
+    return rows
+
+
+def data_size_caption(root: Path) -> str:
+    """The data-size table's caption, from the table itself: every subset trains the same steps."""
+    import pandas as pd
+
+    df = pd.read_csv(root / "tables" / "e2gan_data_size.csv")
+    steps = sorted({int(s) for s in df["steps"]})
+    what = (f"{steps[0]} steps per subset at every m (equal steps, so equal training FLOPs)" if len(steps) == 1
+            else f"{', '.join(map(str, steps))} steps by m")
+    return (f"### Data size (`e2gan_data_size`: searched-rank LoRA, {what}; mean over "
+            f"{df['n_seeds'].iloc[0]} seeds × the new concepts)")
+
+
 def block(profile_root: Path, how: str) -> str:
     root = profile_root / "e2gan"
     m = {p.stem: json.loads(p.read_text()) for p in sorted((root / "metrics").glob("*.json"))}
-    claims = (profile_root / "claims.md").read_text().splitlines()
-    header = next(i for i, line in enumerate(claims) if line.startswith("| id |"))
-    ledger = [claims[header], claims[header + 1], *[line for line in claims if line.startswith("| e2gan.")]]
+    ledger = ledger_rows((profile_root / "claims.md").read_text())
     ct, ab, dc, fd = m["concept_table"], m["base_ablation"], m["data_size_curve"], m["fd_net"]
     runs = {k: v for i in range(3) for k, v in m[f"scratch_s{i}"]["runs"].items()}
     targets = "; ".join(f"{k.split('|')[0]} s{k.split('|')[1]} {r['target_psnr']:.2f} dB (best at step "
@@ -45,17 +93,15 @@ def block(profile_root: Path, how: str) -> str:
     rd = ct["random_draws"]
     base_concepts = {"clustered": m["base_clustered"]["concepts"],
                      **{k: v["concepts"] for k, v in m["base_variants"].items()}}
-    bench = []
-    total = 0.0
-    for p in sorted((root / "benchmarks").glob("*.tsv")):
-        head, row = p.read_text().splitlines()[:2]
-        cols = dict(zip(head.split("\t"), row.split("\t")))
-        total += float(cols["cpu_time"])
-        bench.append(f"| {p.stem} | {float(cols['s']):.0f} | {float(cols['cpu_time']):.0f} |")
+    costs = job_costs(root, profile_root)
+    total = sum(c["cpu_s"] for c in costs)
+    bench = [f"| {c['job']} | {'warm server' if c['warm'] else 'own process'} | {c['wall_s']:.1f} | {c['cpu_s']:.1f} |"
+             for c in costs]
+    search = m["rank_search"]
     out = [
         f"{BEGIN} (generated from the workflow's tables and metrics) -->",
-        f"Written by `tools/e2gan_readme_results.py` from `tables/*.md`, `metrics/*.json`, `benchmarks/*.tsv` and "
-        f"`claims.md` of one run, not typed. {how}",
+        f"Written by `tools/e2gan_readme_results.py` from `tables/*.md`, `metrics/*.json` and their provenance, "
+        f"the notebook's benchmark and `claims.md` of one run, not typed. {how}",
         "", "### Ledger (`claims.md`, the e2gan rows)", "", *ledger, "",
         "### Per arm (`e2gan_concept_table`: means over 3 new concepts × 3 seeds; `psnr_ci90_over_seeds` is the "
         "mean [90 % interval] over seeds)", "", table(root, "e2gan_concept_table"), "",
@@ -66,6 +112,12 @@ def block(profile_root: Path, how: str) -> str:
         f"{one_off['lr_grid']:.3g}, total {one_off['total']:.3g}. Break-even number of new concepts (one-off FLOPs / "
         f"FLOPs saved per concept): against pix2pix {ci(ct['break_even_concepts']['pix2pix_scratch'])}, against "
         f"E²GAN from scratch {ci(ct['break_even_concepts']['e2gan_scratch'])}.", "",
+        "### Searched ranks per layer (`e2gan_rank_search`: each layer's rank beside its cap, min(fan-out, fan-in·k²))",
+        "", table(root, "e2gan_rank_search"), "",
+        f"Search: {len(search['concepts'])} concepts ({', '.join(search['concepts'])}) × {len(search['seeds'])} seeds, "
+        f"α = {search['alpha']}, {search['n_trained']} of {search['n_probes']} candidates trained; FLOPs per step "
+        f"{search['flops_per_step'] / 1e6:.1f} M against the full fine-tune's {search['full_ft_flops_per_step'] / 1e6:.1f} M "
+        f"(budget {search['flops_budget_per_step'] / 1e6:.1f} M). Every candidate: `e2gan_rank_search_probes`.", "",
         f"Searched ranks: {ct['searched_ranks']}. Random arm: {rd['n_distinct']} distinct draws, all within ±10 % of "
         f"the searched size: {rd['all_matched']}; their mean size is {rd['params_ratio_to_searched']:.3g}× the "
         "searched arm's (`e2gan_random_ranks`).", "",
@@ -74,16 +126,13 @@ def block(profile_root: Path, how: str) -> str:
         f"Arms whose chosen lr is still at the edge of what they tried: "
         f"{m['lr_grid']['n_at_edge'] + m['lr_grid_scratch']['n_at_edge']} of "
         f"{len(m['lr_grid']['at_edge']) + len(m['lr_grid_scratch']['at_edge'])}.", "",
-        "### Which layers a full fine-tune moves (`e2gan_layer_change`: ‖ΔW‖/‖W‖, mean [90 % CI] over seeds)", "",
-        table(root, "e2gan_layer_change"), "",
         "### Base ablation (`e2gan_base_ablation`: PSNR after the same searched-rank LoRA fine-tune, mean over 3 "
         "seeds per concept)", "", table(root, "e2gan_base_ablation"), "",
         "Clustered − random, per random draw (dB, over seeds): "
         + "; ".join(f"{k} {ci(v)}" for k, v in ab["clustered_minus_random_by_draw"].items())
         + f". The clustered base is best on {ab['concepts_where_clustered_best']} of {ab['n_concepts']} concepts.", "",
         "Bases: " + "; ".join(f"{k} = {', '.join(v)}" for k, v in base_concepts.items()) + ".", "",
-        "### Data size (`e2gan_data_size`: searched-rank LoRA at 3.33 epochs, so FLOPs ∝ m; mean over 3 concepts × "
-        "3 seeds)", "", table(root, "e2gan_data_size"), "",
+        data_size_caption(root), "", table(root, "e2gan_data_size"), "",
         f"k-means − random at the smallest m: {ci(dc['kmeans_minus_random_smallest_m_db'])} dB. All "
         f"{dc['sizes'][-1]} pairs − the k-means subset: "
         + "; ".join(f"m = {k}: {ci(v)}" for k, v in dc["all_minus_kmeans_by_m_db"].items()) + " dB.", "",
@@ -92,9 +141,12 @@ def block(profile_root: Path, how: str) -> str:
         f"(chance {fd['chance']:.3f}). `fd` of half the teacher's test outputs for \"{fd['concept']}\" against the "
         f"other half: {fd['fd_same_concept']:.1f}; against it blurred (σ = 1) {fd['fd_blurred']:.1f}, noisy "
         f"(σ = 0.1) {fd['fd_noisy']:.1f}, unedited {fd['fd_unedited']:.1f}.", "",
-        "### Latency on this CPU (`e2gan_latency`, batch 1, one thread; no claim)", "", table(root, "e2gan_latency"),
-        "", "### Cost per job (`benchmarks/*.tsv`: snakemake's wall and CPU seconds)", "",
-        "| job | wall s | CPU s |", "|---|---|---|", *bench, f"| **all experiment jobs** | | **{total:.0f}** |",
+        f"### Latency (`e2gan_latency`, batch 1, on {m['latency_table'].get('device', 'its device')}; no claim)",
+        "", table(root, "e2gan_latency"), "",
+        "### Cost per job (each job's own process: `process` in its metrics file's provenance; the notebook: "
+        "snakemake's benchmark)", "",
+        "| job | where | wall s | CPU s |", "|---|---|---|---|", *bench,
+        f"| **all E²GAN jobs** | | | **{total:.0f}** ({total / 60:.1f} CPU-min) |",
         END,
     ]
     return "\n".join(out)
