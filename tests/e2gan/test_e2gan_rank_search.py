@@ -80,3 +80,43 @@ def test_one_clustered_base_per_seed(tmp_path):
     assert base_replicates(off) == 1 and {base_replicate(off, s) for s in (0, 1, 2)} == {0}
     # the switch itself is not part of any base's key: turning it on does not retrain replicate 0
     assert base_path(Run("e2gan", "test", off, tmp_path), "clustered") == base_path(run, "clustered")
+
+
+def test_each_round_keeps_the_largest_gain_per_added_flop(monkeypatch):
+    """The objective is PSNR gain per added GFLOP per step, not gain alone: a small gain that costs
+    almost no FLOPs beats a larger one that costs many, and a candidate over the FLOP budget is never
+    trained. Training and counting are replaced by tables, so only the search's choice is tested."""
+    import importlib
+    from types import SimpleNamespace
+
+    rs = importlib.import_module("papers.e2gan.experiments.rank_search")
+    groups = ("down", "ds", "tb", "us", "up")
+    cost = {"down": 50e6, "ds": 1e6, "tb": 1e6, "us": 1e6, "up": 1e6}      # FLOPs per step per unit of rank
+    gain = {"down": 0.2, "ds": 0.1, "tb": -0.01, "us": -0.01, "up": -0.01}  # dB when the group's rank doubles
+    trained = []
+
+    def flops(setup, ranks, prompt):
+        return int(1000e6 if ranks is None else 500e6 + sum(cost[g] * r for g, r in ranks.items()))
+
+    def finetune(setup, base, arm, ranks, train, test, steps, seed, concept=None):
+        trained.append(dict(ranks))
+        return dict(ranks), {"steps": steps, "flops_per_step": flops(setup, ranks, concept)}
+
+    monkeypatch.setattr(rs, "finetune", finetune)
+    monkeypatch.setattr(rs, "step_flops", flops)
+    monkeypatch.setattr(rs, "eval_psnr", lambda G, test: 10.0 + sum(gain[g] for g, r in G.items() if r > 2))
+    monkeypatch.setattr(rs, "lora_layers", lambda setup: {g: {"group": g, "cap": 8, "params_per_rank": 10} for g in groups})
+    monkeypatch.setattr(rs, "per_layer_ranks", lambda setup, ranks: [])
+    monkeypatch.setattr(rs, "lora_alpha", lambda cfg: 2.0)
+    setup = SimpleNamespace(cfg=None)
+    sets = [(None, None, "c1"), (None, None, "c2")]
+    cfg = {"steps": 1, "rounds": 1, "multipliers": [2], "min_gain_db": 0.0, "max_flops_ratio": 1.0}
+    out = rs.search_ranks(setup, {}, sets, Config.wrap(cfg), 2, seeds=[0, 1])
+    assert out["ranks"] == {"down": 2, "ds": 4, "tb": 2, "us": 2, "up": 2}   # 50 dB/GFLOP beats down's 2 dB/GFLOP
+    assert len(trained) == 6 * 2 * 2        # the start and 5 candidates, each on 2 concepts x 2 seeds
+    # a budget of 650 M FLOPs per step: down x2 (708 M) is skipped untrained
+    trained.clear()
+    out = rs.search_ranks(setup, {}, sets, Config.wrap({**cfg, "max_flops_ratio": 0.65}), 2, seeds=[0, 1])
+    skipped = {h["group"]: h["skipped"] for h in out["history"][1:]}
+    assert skipped["down"] == "over_flops_budget" and all(r["down"] == 2 for r in trained)
+    assert out["flops_per_step"] <= out["flops_budget_per_step"]
