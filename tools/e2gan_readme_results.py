@@ -69,6 +69,26 @@ def job_costs(paper_root: Path, profile_root: Path, paper: str = "e2gan") -> lis
     return rows
 
 
+def rank_rows(per_layer: list[dict]) -> list[str]:
+    """One row per group: each layer's searched rank / its cap, and the group's adapter parameters."""
+    groups: dict[str, list[dict]] = {}
+    for r in per_layer:
+        groups.setdefault(r["group"], []).append(r)
+    out = ["| group | layer: rank / cap | params |", "|---|---|---|"]
+    for g, rows in groups.items():
+        layers = ", ".join(f"{r['layer']}: {r['rank']} / {r['cap']}" for r in rows)
+        out.append(f"| {g} | {layers} | {sum(int(r['params']) for r in rows)} |")
+    return out
+
+
+def lr_line(*grids: dict) -> str:
+    """Each arm's chosen lr, the number of values it tried, and whether the choice is at an edge."""
+    parts = [f"{arm} {g['chosen'][arm]:.3g} ({g['evaluations'][arm]} tried{', at an edge' if g['at_edge'][arm] else ''})"
+             for g in grids for arm in g["chosen"]]
+    n_edge = sum(g["n_at_edge"] for g in grids)
+    return "Chosen lr: " + "; ".join(parts) + f". At an edge of what they tried: {n_edge} of {len(parts)} arms."
+
+
 def data_size_caption(root: Path) -> str:
     """The data-size table's caption, from the table itself: every subset trains the same steps."""
     import pandas as pd
@@ -112,8 +132,8 @@ def block(profile_root: Path, how: str) -> str:
         f"{one_off['lr_grid']:.3g}, total {one_off['total']:.3g}. Break-even number of new concepts (one-off FLOPs / "
         f"FLOPs saved per concept): against pix2pix {ci(ct['break_even_concepts']['pix2pix_scratch'])}, against "
         f"E²GAN from scratch {ci(ct['break_even_concepts']['e2gan_scratch'])}.", "",
-        "### Searched ranks per layer (`e2gan_rank_search`: each layer's rank beside its cap, min(fan-out, fan-in·k²))",
-        "", table(root, "e2gan_rank_search"), "",
+        "### Searched ranks per layer (`e2gan_rank_search`: each layer's rank / its cap, min(fan-out, fan-in·k²))",
+        "", *rank_rows(search["per_layer"]), "",
         f"Search: {len(search['concepts'])} concepts ({', '.join(search['concepts'])}) × {len(search['seeds'])} seeds, "
         f"α = {search['alpha']}, {search['n_trained']} of {search['n_probes']} candidates trained; FLOPs per step "
         f"{search['flops_per_step'] / 1e6:.1f} M against the full fine-tune's {search['full_ft_flops_per_step'] / 1e6:.1f} M "
@@ -121,13 +141,9 @@ def block(profile_root: Path, how: str) -> str:
         f"Searched ranks: {ct['searched_ranks']}. Random arm: {rd['n_distinct']} distinct draws, all within ±10 % of "
         f"the searched size: {rd['all_matched']}; their mean size is {rd['params_ratio_to_searched']:.3g}× the "
         "searched arm's (`e2gan_random_ranks`).", "",
-        "### Learning rates (`e2gan_lr_grid`, `e2gan_lr_grid_scratch`: test PSNR on the validation concept at each "
-        "lr; – = not tried)", "", table(root, "e2gan_lr_grid"), "", table(root, "e2gan_lr_grid_scratch"), "",
-        f"Arms whose chosen lr is still at the edge of what they tried: "
-        f"{m['lr_grid']['n_at_edge'] + m['lr_grid_scratch']['n_at_edge']} of "
-        f"{len(m['lr_grid']['at_edge']) + len(m['lr_grid_scratch']['at_edge'])}.", "",
-        "### Base ablation (`e2gan_base_ablation`: PSNR after the same searched-rank LoRA fine-tune, mean over 3 "
-        "seeds per concept)", "", table(root, "e2gan_base_ablation"), "",
+        "### Learning rates (`e2gan_lr_grid`, `e2gan_lr_grid_scratch`: every value tried, on the validation concept "
+        f"\"{m['lr_grid']['concept']}\")", "", lr_line(m["lr_grid"], m["lr_grid_scratch"]), "",
+        "### Base ablation (`e2gan_base_ablation`: PSNR after the same searched-rank LoRA fine-tune per concept)", "",
         "Clustered − random, per random draw (dB, over seeds): "
         + "; ".join(f"{k} {ci(v)}" for k, v in ab["clustered_minus_random_by_draw"].items())
         + f". The clustered base is best on {ab['concepts_where_clustered_best']} of {ab['n_concepts']} concepts.", "",

@@ -54,3 +54,16 @@ def test_ledger_rows_keep_the_paper_rows_and_columns():
     rows = tool.ledger_rows(md)
     assert len(rows) == 3 and rows[0].startswith("| id | kind | estimate")
     assert rows[2] == "| e2gan.storage | accounting | 16.57 | exact | exact | `x` >= 10 | **PASS** | none | ok |"
+
+
+def test_rank_rows_and_lr_line():
+    rows = tool.rank_rows([{"layer": "up.up2", "group": "up", "rank": 8, "cap": 8, "params": 80},
+                           {"layer": "up.head", "group": "up", "rank": 3, "cap": 3, "params": 30},
+                           {"layer": "ds", "group": "ds", "rank": 2, "cap": 32, "params": 20}])
+    assert rows[2] == "| up | up.up2: 8 / 8, up.head: 3 / 3 | 110 |" and rows[3] == "| ds | ds: 2 / 32 | 20 |"
+    line = tool.lr_line({"chosen": {"full_ft": 1e-3}, "evaluations": {"full_ft": 4}, "at_edge": {"full_ft": True},
+                         "n_at_edge": 1},
+                        {"chosen": {"pix2pix_scratch": 1.73e-3}, "evaluations": {"pix2pix_scratch": 4},
+                         "at_edge": {"pix2pix_scratch": False}, "n_at_edge": 0})
+    assert "full_ft 0.001 (4 tried, at an edge)" in line and "pix2pix_scratch 0.00173 (4 tried)" in line
+    assert line.endswith("1 of 2 arms.")
