@@ -105,18 +105,13 @@ def block(profile_root: Path, how: str) -> str:
     root = profile_root / "e2gan"
     m = {p.stem: json.loads(p.read_text()) for p in sorted((root / "metrics").glob("*.json"))}
     ledger = ledger_rows((profile_root / "claims.md").read_text())
-    ct, ab, dc, fd = m["concept_table"], m["base_ablation"], m["data_size_curve"], m["fd_net"]
-    runs = {k: v for i in range(3) for k, v in m[f"scratch_s{i}"]["runs"].items()}
-    targets = "; ".join(f"{k.split('|')[0]} s{k.split('|')[1]} {r['target_psnr']:.2f} dB (best at step "
-                        f"{r['plateau_step']}, stopped at {r['stopped_at']})" for k, r in sorted(runs.items()))
+    ct, ab, dc = m["concept_table"], m["base_ablation"], m["data_size_curve"]
     one_off = ct["one_off_flops"]
     rd = ct["random_draws"]
-    base_concepts = {"clustered": m["base_clustered"]["concepts"],
-                     **{k: v["concepts"] for k, v in m["base_variants"].items()}}
     costs = job_costs(root, profile_root)
     total = sum(c["cpu_s"] for c in costs)
-    bench = [f"| {c['job']} | {'warm server' if c['warm'] else 'own process'} | {c['wall_s']:.1f} | {c['cpu_s']:.1f} |"
-             for c in costs]
+    wall = sum(c["wall_s"] for c in costs)
+    bench = [f"{c['job']}{'*' if c['warm'] else ''} {c['cpu_s']:.1f}" for c in costs]
     search = m["rank_search"]
     out = [
         f"{BEGIN} (generated from the workflow's tables and metrics) -->",
@@ -127,7 +122,6 @@ def block(profile_root: Path, how: str) -> str:
         "mean [90 % interval] over seeds)", "", table(root, "e2gan_concept_table"), "",
         "### FLOPs to the target (`e2gan_flops_ratios`: scratch arm's FLOPs / searched LoRA's, mean [90 % CI] over "
         "seeds; last row: the per-seed geometric mean over concepts)", "", table(root, "e2gan_flops_ratios"), "",
-        f"Targets (pix2pix plateau − 0.5 dB): {targets}.", "",
         f"One-off FLOPs: base {one_off['base']:.3g}, rank search {one_off['rank_search']:.3g}, lr grid "
         f"{one_off['lr_grid']:.3g}, total {one_off['total']:.3g}. Break-even number of new concepts (one-off FLOPs / "
         f"FLOPs saved per concept): against pix2pix {ci(ct['break_even_concepts']['pix2pix_scratch'])}, against "
@@ -147,22 +141,16 @@ def block(profile_root: Path, how: str) -> str:
         "Clustered − random, per random draw (dB, over seeds): "
         + "; ".join(f"{k} {ci(v)}" for k, v in ab["clustered_minus_random_by_draw"].items())
         + f". The clustered base is best on {ab['concepts_where_clustered_best']} of {ab['n_concepts']} concepts.", "",
-        "Bases: " + "; ".join(f"{k} = {', '.join(v)}" for k, v in base_concepts.items()) + ".", "",
         data_size_caption(root), "", table(root, "e2gan_data_size"), "",
         f"k-means − random at the smallest m: {ci(dc['kmeans_minus_random_smallest_m_db'])} dB. All "
         f"{dc['sizes'][-1]} pairs − the k-means subset: "
         + "; ".join(f"m = {k}: {ci(v)}" for k, v in dc["all_minus_kmeans_by_m_db"].items()) + " dB.", "",
-        "### The `fd` proxy's feature net (`metrics/fd_net.json`)", "",
-        f"Held-out accuracy over {fd['n_classes']} classes (identity + pool concepts): {fd['test_accuracy']:.3f} "
-        f"(chance {fd['chance']:.3f}). `fd` of half the teacher's test outputs for \"{fd['concept']}\" against the "
-        f"other half: {fd['fd_same_concept']:.1f}; against it blurred (σ = 1) {fd['fd_blurred']:.1f}, noisy "
-        f"(σ = 0.1) {fd['fd_noisy']:.1f}, unedited {fd['fd_unedited']:.1f}.", "",
         f"### Latency (`e2gan_latency`, batch 1, on {m['latency_table'].get('device', 'its device')}; no claim)",
         "", table(root, "e2gan_latency"), "",
-        "### Cost per job (each job's own process: `process` in its metrics file's provenance; the notebook: "
-        "snakemake's benchmark)", "",
-        "| job | where | wall s | CPU s |", "|---|---|---|---|", *bench,
-        f"| **all E²GAN jobs** | | | **{total:.0f}** ({total / 60:.1f} CPU-min) |",
+        "### Cost per job", "",
+        "CPU seconds of each job's own process (`process.cpu_s` in its metrics file's provenance; the notebook: "
+        "snakemake's benchmark; * = forked from the workflow's warm server): " + "; ".join(bench)
+        + f". **All E²GAN jobs: {total:,.0f} CPU-s ({total / 60:.1f} CPU-min)**; wall: {wall:,.0f} s summed.",
         END,
     ]
     return "\n".join(out)
