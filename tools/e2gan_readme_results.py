@@ -89,6 +89,17 @@ def lr_line(*grids: dict) -> str:
     return "Chosen lr: " + "; ".join(parts) + f". At an edge of what they tried: {n_edge} of {len(parts)} arms."
 
 
+def data_size_line(root: Path) -> str:
+    """PSNR (and `fd`) by subset size m, k-means / random, from the table (the full table is in tables/)."""
+    import pandas as pd
+
+    df = pd.read_csv(root / "tables" / "e2gan_data_size.csv").set_index(["method", "m"])
+    parts = [f"m = {m}: {df.loc[('kmeans', m), 'psnr']:.2f} / {df.loc[('random', m), 'psnr']:.2f} dB "
+             f"(`fd` {df.loc[('kmeans', m), 'fd']:.0f} / {df.loc[('random', m), 'fd']:.0f})"
+             for m in sorted({m for _, m in df.index})]
+    return "PSNR, k-means / random subsets: " + "; ".join(parts) + "."
+
+
 def data_size_caption(root: Path) -> str:
     """The data-size table's caption, from the table itself: every subset trains the same steps."""
     import pandas as pd
@@ -141,7 +152,7 @@ def block(profile_root: Path, how: str) -> str:
         "Clustered − random, per random draw (dB, over seeds): "
         + "; ".join(f"{k} {ci(v)}" for k, v in ab["clustered_minus_random_by_draw"].items())
         + f". The clustered base is best on {ab['concepts_where_clustered_best']} of {ab['n_concepts']} concepts.", "",
-        data_size_caption(root), "", table(root, "e2gan_data_size"), "",
+        data_size_caption(root), "", data_size_line(root),
         f"k-means − random at the smallest m: {ci(dc['kmeans_minus_random_smallest_m_db'])} dB. All "
         f"{dc['sizes'][-1]} pairs − the k-means subset: "
         + "; ".join(f"m = {k}: {ci(v)}" for k, v in dc["all_minus_kmeans_by_m_db"].items()) + " dB.", "",

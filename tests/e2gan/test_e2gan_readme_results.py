@@ -67,3 +67,12 @@ def test_rank_rows_and_lr_line():
                          "at_edge": {"pix2pix_scratch": False}, "n_at_edge": 0})
     assert "full_ft 0.001 (4 tried, at an edge)" in line and "pix2pix_scratch 0.00173 (4 tried)" in line
     assert line.endswith("1 of 2 arms.")
+
+
+def test_data_size_line_reads_both_methods_at_each_m(tmp_path):
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "e2gan_data_size.csv").write_text(
+        "method,m,steps,psnr,fd,n_seeds\nkmeans,16,100,13.01,400,3\nkmeans,240,100,14.0,300,3\n"
+        "random,16,100,13.2,410,3\nrandom,240,100,14.0,300,3\n")
+    line = tool.data_size_line(tmp_path)
+    assert "m = 16: 13.01 / 13.20 dB (`fd` 400 / 410)" in line and "m = 240: 14.00 / 14.00 dB" in line
