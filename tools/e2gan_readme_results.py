@@ -142,24 +142,22 @@ def block(profile_root: Path, how: str) -> str:
         f"Search: {len(search['concepts'])} concepts ({', '.join(search['concepts'])}) × {len(search['seeds'])} seeds, "
         f"α = {search['alpha']}, {search['n_trained']} of {search['n_probes']} candidates trained; FLOPs per step "
         f"{search['flops_per_step'] / 1e6:.1f} M against the full fine-tune's {search['full_ft_flops_per_step'] / 1e6:.1f} M "
-        f"(budget {search['flops_budget_per_step'] / 1e6:.1f} M). Every candidate: `e2gan_rank_search_probes`.", "",
-        f"Searched ranks: {ct['searched_ranks']}. Random arm: {rd['n_distinct']} distinct draws, all within ±10 % of "
+        f"(budget {search['flops_budget_per_step'] / 1e6:.1f} M); every candidate in `e2gan_rank_search_probes`. Random arm: {rd['n_distinct']} distinct draws, all within ±10 % of "
         f"the searched size: {rd['all_matched']}; their mean size is {rd['params_ratio_to_searched']:.3g}× the "
         "searched arm's (`e2gan_random_ranks`).", "",
         "### Learning rates (`e2gan_lr_grid`, `e2gan_lr_grid_scratch`: every value tried, on the validation concept "
         f"\"{m['lr_grid']['concept']}\")", "", lr_line(m["lr_grid"], m["lr_grid_scratch"]), "",
-        "### Base ablation (`e2gan_base_ablation`: PSNR after the same searched-rank LoRA fine-tune per concept)", "",
-        "Clustered − random, per random draw (dB, over seeds): "
+        "**Base ablation** (`e2gan_base_ablation`, the same searched-rank LoRA fine-tune from each base): clustered − "
+        "random, per random draw (dB, over seeds): "
         + "; ".join(f"{k} {ci(v)}" for k, v in ab["clustered_minus_random_by_draw"].items())
         + f". The clustered base is best on {ab['concepts_where_clustered_best']} of {ab['n_concepts']} concepts.", "",
-        data_size_caption(root), "", data_size_line(root),
+        data_size_caption(root), data_size_line(root),
         f"k-means − random at the smallest m: {ci(dc['kmeans_minus_random_smallest_m_db'])} dB. All "
         f"{dc['sizes'][-1]} pairs − the k-means subset: "
         + "; ".join(f"m = {k}: {ci(v)}" for k, v in dc["all_minus_kmeans_by_m_db"].items()) + " dB.", "",
         f"### Latency (`e2gan_latency`, batch 1, on {m['latency_table'].get('device', 'its device')}; no claim)",
         "", table(root, "e2gan_latency"), "",
-        "### Cost per job", "",
-        "CPU seconds of each job's own process (`process.cpu_s` in its metrics file's provenance; the notebook: "
+        "**Cost per job**: CPU seconds of each job's own process (`process.cpu_s` in its metrics file's provenance; the notebook: "
         "snakemake's benchmark; * = forked from the workflow's warm server): " + "; ".join(bench)
         + f". **All E²GAN jobs: {total:,.0f} CPU-s ({total / 60:.1f} CPU-min)**; wall: {wall:,.0f} s summed.",
         END,
