@@ -22,7 +22,7 @@ from ..metrics import cindex
 from ..train import predict_risk, train_survival
 from .arms import build_model, prepare_fold, with_standardized_pi
 
-FACTORS = ("std_pi", "value_residual")   # the 1×-epoch switches; the schedule factor costs 4× per cell
+FACTORS = ("std_pi", "value_residual")   # the 1×-epoch switches; the schedule factor costs diagnostics.epochs_factor× per cell
 
 
 def cell_scores(cfg, cohort, seed: int, factors: list) -> tuple[dict, float]:
