@@ -17,8 +17,8 @@ def test_cpu_per_job_takes_each_process_once_and_the_benchmarks(tmp_path):
     write_prov(root / "metrics" / "cindex_abmil.json", "mmp_cindex_arms", 10.0, 1)
     write_prov(root / "metrics" / "cindex_pathway.json", "mmp_cindex_arms", 25.0, 1)   # same process, later
     write_prov(root / "tables" / "cost.md", "mmp_cost_figure", 7.5, 2)
-    (root / "benchmarks").mkdir()
-    (root / "benchmarks" / "paper_notebook@mmp.tsv").write_text("s\tcpu_time\n3.0\t2.5\n")
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "paper_notebook@mmp.tsv").write_text("s\tcpu_time\n3.0\t2.5\n")
     rows = readme_results.cpu_per_job(root)
     assert "| `mmp_cindex_arms` | 25.0 | 26.0 |" in rows
     assert "| `paper_notebook@mmp` | 2.5 | 3.0 |" in rows
