@@ -19,18 +19,11 @@ BEGIN, END = "<!-- RESULTS:BEGIN", "<!-- RESULTS:END -->"
 TABLES = [   # (table, heading)
     ("replication", "Comparisons over 3 cohorts (`replication`; c-index averaged over each cohort's 5 folds; "
                     "the interval is the t-interval over the 3 cohort means)"),
-    ("trans_factorial", "The 2³ factorial of MMP-Trans on cohort 0 (`trans_factorial`: main effects and "
-                        "interactions per fold, corrected interval over the 5 folds)"),
-    ("trans_diagnostics", "Its cells and the one-change variants, paired by fold with the default "
-                          "(`trans_diagnostics`; attention mass on histology tokens, the head's histology share)"),
-    ("trans_factorial_cohorts", "The factorial's 1×-epoch cells on 3 cohorts (`trans_factorial_cohorts`; "
-                                "effects averaged per cohort, t over the 3 cohort means)"),
-    ("pi_share_knob", "The π/μ knob (`pi_share_knob`: 3 cohorts × 3 folds per point; means over all folds, "
+    ("trans_factorial_cohorts", "The 2³ factorial of MMP-Trans on 3 cohorts (`trans_factorial_cohorts`: per-fold "
+                                "effects averaged per cohort, t over the 3 cohort means; then every cell's c-index)"),
+    ("pi_share_knob", "The π/μ knob (`pi_share_knob`: 3 cohorts × 3 folds per point; c-index over all folds, "
                       "gaps with the t-interval over the 3 cohort means)"),
     ("cohort_size_knob", "The cohort-size knob (`cohort_size_knob`: 3 cohorts × 3 folds per size)"),
-    ("cost_shapes", "Cost at the paper's sizes, from shapes (`cost_shapes`: d = 1024, D = 256, C = 16; one "
-                    "patient, inference, fp32; counts equal to the measurement up to N = 10⁴)"),
-    ("cindex", "c-index on cohort 0's 5 site-disjoint folds (`cindex`: mean ± std, corrected interval)"),
 ]
 
 
@@ -79,10 +72,9 @@ def cpu_per_job(root: Path) -> list[str]:
         cols = dict(zip(head.split("\t"), row.split("\t")))
         jobs[p.stem] = (float(cols["cpu_time"]), float(cols["s"]))
     total = sum(c for c, _ in jobs.values())
-    out = ["| job (rule) | CPU s | wall s |", "|---|---:|---:|"]
-    out += [f"| `{r}` | {c:.1f} | {w:.1f} |" for r, (c, w) in sorted(jobs.items(), key=lambda kv: -kv[1][0])]
-    out.append(f"| **all {len(jobs)} jobs** | **{total:.0f}** ({total / 60:.1f} CPU-min) | |")
-    return out
+    return [f"**{total:.0f} CPU s ({total / 60:.1f} CPU-min) over {len(jobs)} jobs**: "
+            + "; ".join(f"`{r}` {c:.1f} ({w:.0f} s wall)" for r, (c, w) in sorted(jobs.items(), key=lambda kv: -kv[1][0]))
+            + "."]
 
 
 def block(profile_root: Path, how: str) -> str:
@@ -93,8 +85,8 @@ def block(profile_root: Path, how: str) -> str:
            *ledger(profile_root)]
     for name, heading in TABLES:
         out += ["", f"### {heading}", "", table(root, name)]
-    out += ["", "### CPU per job (each experiment's own process from its provenance; notebook and metrics merge "
-                "from snakemake's benchmark)", "", *cpu_per_job(root), END]
+    out += ["", "### CPU per job (CPU s: each experiment's own process from its provenance; the notebook and the "
+                "metrics merge from snakemake's benchmark)", "", *cpu_per_job(root), END]
     return "\n".join(out)
 
 

@@ -19,10 +19,9 @@ def test_cpu_per_job_takes_each_process_once_and_the_benchmarks(tmp_path):
     write_prov(root / "tables" / "cost.md", "mmp_cost_figure", 7.5, 2)
     (tmp_path / "benchmarks").mkdir()
     (tmp_path / "benchmarks" / "paper_notebook@mmp.tsv").write_text("s\tcpu_time\n3.0\t2.5\n")
-    rows = readme_results.cpu_per_job(root)
-    assert "| `mmp_cindex_arms` | 25.0 | 26.0 |" in rows
-    assert "| `paper_notebook@mmp` | 2.5 | 3.0 |" in rows
-    assert rows[-1].startswith("| **all 3 jobs** | **35**")
+    (text,) = readme_results.cpu_per_job(root)
+    assert text.startswith("**35 CPU s (0.6 CPU-min) over 3 jobs**: `mmp_cindex_arms` 25.0 (26 s wall); ")
+    assert "`paper_notebook@mmp` 2.5 (3 s wall)" in text
 
 
 def test_ledger_lists_the_tiny_claims_with_verdicts(tmp_path):
