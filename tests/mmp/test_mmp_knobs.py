@@ -47,7 +47,7 @@ def test_knob_experiments_write_paired_knob_samples(tmp_path):
     from shared.experiment import Run
     from shared.samples import is_knob
 
-    cfg = load_config(CFG, "smoke", ["knobs.pi_share_arms=[mmp_trans,abmil]", "knobs.pi_share=[0.0,1.0]",
+    cfg = load_config(CFG, "smoke", ["knobs.pi_share_arms=[mmp_trans,abmil]", "knobs.pi_share=[0.0,1.0]", "knobs.n_folds=3",
                                      "train.epochs=1"])
     out = EXPERIMENTS["pi_share_knob"](Run("mmp", "pi_share_knob", cfg, tmp_path))
     assert out["points"] == [0.0, 1.0] and out["pi_share"] == pytest.approx([0.0, 1.0])
