@@ -78,16 +78,22 @@ def job_costs(cfg) -> list[Cost]:
     costs.append(Cost("cost_shapes", "cpu", cpu_s=600, cpu_how="stated", note="counted shapes up to 1e5 patches"))
     k = cfg.knobs
     bag_share = (int(k.data.n_patches_min) + int(k.data.n_patches_max)) / 2 / PATCHES   # the knobs' smaller bags
-    costs.append(_sum("pi_share_knob", [_arm(cfg, a, a) for a in k.pi_share_arms], len(k.pi_share) * bag_share,
-                      f"{len(k.pi_share)} points × {len(k.pi_share_arms)} arms, bags {bag_share:.2f} of the main cohort's",
-                      mem_scale=bag_share))
+    # every knob point on len(k.cohort_seeds) cohorts of k.n_folds folds (training share (f-1)/f each)
+    fold_share = len(k.cohort_seeds) * int(k.n_folds) * (1 - 1 / int(k.n_folds)) / (_folds(cfg) * (1 - 1 / _folds(cfg)))
+    costs.append(_sum("pi_share_knob", [_arm(cfg, a, a) for a in k.pi_share_arms],
+                      len(k.pi_share) * bag_share * fold_share * int(k.data.n_patients) / PATIENTS,
+                      f"{len(k.pi_share)} points × {len(k.pi_share_arms)} arms × {len(k.cohort_seeds)} cohorts, "
+                      f"bags {bag_share:.2f} of the main cohort's", mem_scale=bag_share))
     costs.append(_sum("cohort_size_knob", [_arm(cfg, a, a) for a in k.size_arms],
-                      sum(int(n) for n in k.n_patients) / PATIENTS * bag_share,
-                      f"{len(k.n_patients)} cohort sizes × {len(k.size_arms)} arms, bags {bag_share:.2f} of the main cohort's",
+                      sum(int(n) for n in k.n_patients) / PATIENTS * bag_share * fold_share,
+                      f"{len(k.n_patients)} cohort sizes × {len(k.size_arms)} arms × {len(k.cohort_seeds)} cohorts, "
+                      f"bags {bag_share:.2f} of the main cohort's",
                       mem_scale=max(int(n) for n in k.n_patients) / PATIENTS * bag_share))
     cohorts = len(cfg.replication.cohort_seeds) - 1
-    cells = 2 ** len(cfg.diagnostics.cohort_factors)
-    costs.append(_sum("trans_factorial_cohorts", [_arm(cfg, "mmp_trans", "mmp_trans")], cohorts * cells,
+    factors = list(cfg.diagnostics.cohort_factors)
+    cells = 2 ** len(factors)
+    epochs = cells * ((1 + float(cfg.diagnostics.epochs_factor)) / 2 if "epochs" in factors else 1)
+    costs.append(_sum("trans_factorial_cohorts", [_arm(cfg, "mmp_trans", "mmp_trans")], cohorts * epochs,
                       f"{cells} cells on {cohorts} further cohorts"))
     for name in ("cindex", "replication", "oracle_ceilings"):
         costs.append(Cost(name, "cpu", cpu_s=60, cpu_how="stated", note="tables from the arms' metrics at full"))

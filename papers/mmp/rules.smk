@@ -69,8 +69,8 @@ rule mmp_interpretability_figure:
 
 
 rule mmp_trans_factorial_cohorts_table:
-    """The factorial's 1×-epoch cells (diagnostics.cohort_factors) on every replication cohort; cohort 0
-    read from trans_diagnostics."""
+    """The factorial's cells (diagnostics.cohort_factors: the 2³ of trans_diagnostics) on every replication
+    cohort; cohort 0 read from trans_diagnostics."""
     input: paper_config("mmp"), f"{MMP}/metrics/trans_diagnostics.json"
     output:
         prov(f"{MMP}/metrics/trans_factorial_cohorts.json", f"{MMP}/tables/trans_factorial_cohorts.csv",

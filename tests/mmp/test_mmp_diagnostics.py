@@ -87,7 +87,8 @@ def test_factorial_over_cohorts_reads_cohort_0_and_trains_the_others_as_trans_di
     from shared.experiment import Run
     from shared.io import read_json, write_json
 
-    sets = ["diagnostics.factors=[std_pi,value_residual]", "diagnostics.variants=[]", "train.epochs=1"]
+    sets = ["diagnostics.factors=[std_pi,value_residual,epochs]", "diagnostics.cohort_factors=[std_pi,value_residual,epochs]",
+            "diagnostics.variants=[]", "train.epochs=1"]
     cfg0 = load_config(REPO / "papers" / "mmp" / "config.yaml", "smoke", sets)
     cfg1 = load_config(REPO / "papers" / "mmp" / "config.yaml", "smoke", sets + ["seed=1"])
     own = trans_diagnostics(Run("mmp", "trans_diagnostics", cfg0, tmp_path / "s0"))

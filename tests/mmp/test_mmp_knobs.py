@@ -1,6 +1,6 @@
 """The premise knobs: `data.pi_share` moves the histology risk between π and μ and nothing else, and
-the knob experiments write knob samples (one fold sample per point, paired by fold) of every arm and
-of MMP-Trans minus each arm."""
+the knob experiments write knob samples (one fold sample per point, grouped by cohort and paired by
+(cohort, fold)) of every arm and of MMP-Trans minus each arm."""
 import numpy as np
 import pytest
 
@@ -47,15 +47,20 @@ def test_knob_experiments_write_paired_knob_samples(tmp_path):
     from shared.experiment import Run
     from shared.samples import is_knob
 
-    cfg = load_config(CFG, "smoke", ["knobs.pi_share_arms=[mmp_trans,abmil]", "knobs.pi_share=[0.0,1.0]",
+    cfg = load_config(CFG, "smoke", ["knobs.pi_share_arms=[mmp_trans,abmil]", "knobs.pi_share=[0.0,1.0]", "knobs.n_folds=3",
                                      "train.epochs=1"])
     out = EXPERIMENTS["pi_share_knob"](Run("mmp", "pi_share_knob", cfg, tmp_path))
     assert out["points"] == [0.0, 1.0] and out["pi_share"] == pytest.approx([0.0, 1.0])
+    seeds = list(cfg.knobs.cohort_seeds)
+    assert out["cohorts"] == seeds and len(seeds) == 2
     for arm in ("mmp_trans", "abmil"):
         assert is_knob(out["cindex"][arm]) and out["cindex"][arm]["unit"] == "fold"
+        for s in out["cindex"][arm]["samples"]:   # knobs.n_folds folds of every cohort, grouped by cohort
+            assert s["group_unit"] == "cohort"
+            assert s["groups"] == [c for c in seeds for _ in range(cfg.knobs.n_folds)]
     g = out["trans_minus"]["abmil"]
-    for j in range(2):   # the gap at each point is the fold-wise difference of the two arms' samples
+    for j in range(2):   # the gap at each point is the (cohort, fold)-wise difference of the two arms' samples
         a, b = out["cindex"]["mmp_trans"]["samples"][j], out["cindex"]["abmil"]["samples"][j]
         assert g["samples"][j]["values"] == pytest.approx(np.subtract(a["values"], b["values"]))
-        assert g["samples"][j]["test_train_ratio"] > 0
+        assert g["samples"][j]["groups"] == a["groups"] and g["samples"][j]["test_train_ratio"] > 0
     assert (tmp_path / "tables" / "pi_share_knob.md").is_file()

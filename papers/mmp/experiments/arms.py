@@ -180,13 +180,13 @@ def paired_gap(a: dict, b: dict) -> dict:
     return gap(a, b)
 
 
-def fold_scores(cohort, cfg, seed: int, arms) -> tuple[dict, float]:
-    """Every arm of `arms` trained and scored on each site-disjoint fold of `cohort`, as `cindex_<arm>`
-    does (prototypes and tokens once per fold, shared by the arms): ({arm: [c-index per fold]}, the
-    folds' mean test/train size, for the corrected interval over folds)."""
+def fold_scores(cohort, cfg, seed: int, arms, n_folds: int | None = None) -> tuple[dict, float]:
+    """Every arm of `arms` trained and scored on each site-disjoint fold of `cohort` (`n_folds`, default
+    `eval.n_folds`), as `cindex_<arm>` does (prototypes and tokens once per fold, shared by the arms):
+    ({arm: [c-index per fold]}, the folds' mean test/train size, for the corrected interval over folds)."""
     from ..metrics import cindex
 
-    folds = site_folds(cohort.site, cfg.eval.n_folds)
+    folds = site_folds(cohort.site, n_folds or cfg.eval.n_folds)
     scores = {arm: [] for arm in arms}
     for fold, (tr, te) in enumerate(folds):
         fd = prepare_fold(cohort, tr, cfg, seed, fold, standardize_pi=False)

@@ -4,7 +4,7 @@ of `replication.cohort_seeds` (the outer unit), for the factors of `diagnostics.
 Cohort 0 is the workflow's own: its cells are read from `trans_diagnostics` (the same folds, seeds
 and tokens). Each further cohort trains every cell exactly as `trans_diagnostics` does at that seed
 (prototypes and tokens once per fold, π standardised on the training fold, the value residual
-switched on the model). Each effect is a fold sample grouped by cohort, so the ledger decides on the
+switched on the model, `diagnostics.epochs_factor`× epochs). Each effect is a fold sample grouped by cohort, so the ledger decides on the
 cohort means."""
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from ..metrics import cindex
 from ..train import predict_risk, train_survival
 from .arms import build_model, prepare_fold, with_standardized_pi
 
-FACTORS = ("std_pi", "value_residual")   # the 1×-epoch switches; the schedule factor costs 4× per cell
+FACTORS = ("std_pi", "value_residual", "epochs")   # the switches of trans_diagnostics' factorial
 
 
 def cell_scores(cfg, cohort, seed: int, factors: list) -> tuple[dict, float]:
@@ -41,8 +41,9 @@ def cell_scores(cfg, cohort, seed: int, factors: list) -> tuple[dict, float]:
             data = dict((std if "std_pi" in on else raw)["data"])
             model = build_model("mmp_trans", cfg, cohort, 1, derive_seed(seed, "init", fold))
             model.value_residual = "value_residual" in on or bool(cfg.model.value_residual)
+            epochs = t.epochs * cfg.diagnostics.epochs_factor if "epochs" in on else t.epochs
             state = train_survival(model, make_batch(data, tr), cohort.time[tr], cohort.event[tr], loss="cox",
-                                   epochs=t.epochs, batch_size=t.batch_size, lr=t.lr, weight_decay=t.weight_decay,
+                                   epochs=epochs, batch_size=t.batch_size, lr=t.lr, weight_decay=t.weight_decay,
                                    seed=derive_seed(seed, "train", fold), options=trainer_options(cfg))
             scores[name].append(cindex(cohort.time[te], cohort.event[te], predict_risk(model, data, te, state)))
     return scores, float(np.mean([len(te) / len(tr) for tr, te in folds]))
