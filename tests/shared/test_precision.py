@@ -96,7 +96,7 @@ def test_the_plan_uses_each_papers_precision():
     from papers.p2l.full_cost import job_costs as p2l_costs
 
     ev = {c.experiment: c for c in everest_costs(full("everest"))}
-    assert ev["pretrain_everest"].precision == "16-mixed" and ev["finetune_videomae"].precision == "16-mixed"
+    assert ev["pretrain_everest_seed"].precision == "16-mixed" and ev["finetune_videomae_seed"].precision == "16-mixed"
     p2l = {c.experiment: c for c in p2l_costs(full("p2l"))}
     assert p2l["main_sr"].precision == "16-true"
     assert p2l["floors"].precision == "32-true"
