@@ -34,6 +34,7 @@ class Run:
 
     def __init__(self, paper: str, experiment: str, cfg: Config, out: str | Path, rule: str | None = None):
         self.paper, self.experiment, self.cfg = paper, experiment, cfg
+        self.metrics_name = experiment   # metrics/<metrics_name>.json (a per-seed job: <experiment><seed>)
         self.out = Path(out)
         self.profile = cfg["profile"]
         self.seed = int(cfg.get("seed", 0))
@@ -54,7 +55,7 @@ class Run:
         return path
 
     def save_metrics(self, metrics: Mapping[str, Any]) -> Path:
-        path = write_json(self.dir("metrics") / f"{self.experiment}.json", metrics)
+        path = write_json(self.dir("metrics") / f"{self.metrics_name}.json", metrics)
         return self._stamp(path)
 
     def save_figure(self, fig, name: str) -> list[Path]:
@@ -99,6 +100,13 @@ def needs(*experiments: str) -> Callable[[Experiment], Experiment]:
         fn.needs = tuple(experiments)   # type: ignore[attr-defined]
         return fn
     return mark
+
+
+def per_seed(fn: Experiment) -> Experiment:
+    """Mark an experiment as one seed's job (`--seed S`): it writes metrics/<name><S>.json, so the jobs
+    of several seeds run side by side and an experiment over all seeds merges what they recorded."""
+    fn.per_seed = True   # type: ignore[attr-defined]
+    return fn
 
 
 def missing_inputs(paper: str, names: list[str], experiments: Mapping[str, Experiment], out: Path,
@@ -146,6 +154,10 @@ def run_experiment(paper: str, experiment: Experiment, name: str, config_path: P
 
     set_run_context(paper, name, out, cfg.to_dict())   # wandb's run names and config
     run = Run(paper, name, cfg, out, rule=rule)
+    if getattr(experiment, "per_seed", False):
+        if seed is None:
+            raise ConfigError(f"{name} runs one seed's job: give it --seed S")
+        run.metrics_name = f"{name}{seed}"
     metrics = dict(experiment(run))
     if global_rank() == 0:
         run.save_metrics(metrics)

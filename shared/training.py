@@ -172,6 +172,7 @@ def make_trainer(
     accelerator, devices, strategy, num_nodes, precision, every_n_train_steps, wandb = (
         o["accelerator"], o["devices"], o["strategy"], o["num_nodes"], o["precision"], o["every_n_train_steps"],
         o["wandb"])
+    precision = resolve_precision(precision, accelerator)
     seed_everything(seed)
     ckpt_dir = str(Path(out_dir) / "checkpoints")
     common = dict(dirpath=ckpt_dir, filename=CKPT_NAME, save_last=False, save_top_k=1, enable_version_counter=False)
@@ -203,6 +204,22 @@ def make_trainer(
     )
     trainer.cache_key = run_cache.cache_key(cache_config, seed)
     return trainer
+
+
+HALF_ON_CUDA_ONLY = ("16-mixed", "16-true", 16, "16")
+
+
+def resolve_precision(precision, accelerator):
+    """The precision a trainer gets: the configured one, except fp16 ("16-mixed"/"16-true", the papers'
+    CUDA AMP) on a CPU run (accelerator cpu, or auto without CUDA), which runs in "32-true": CPU autocast
+    has no fp16 loss scaling and Lightning would silently swap in bf16 (the CPU stand-ins of the
+    rehearsal then keep their fp32 numbers)."""
+    if precision in HALF_ON_CUDA_ONLY:
+        kind = str(accelerator or "auto")
+        on_cpu = kind == "cpu" or (kind == "auto" and not torch.cuda.is_available())
+        if on_cpu:
+            return "32-true"
+    return precision
 
 
 def show_progress(progress: bool | None = None) -> bool:

@@ -27,6 +27,12 @@ TRAINING_RULES = tuple(re.findall(r"^rule (\w+):(?:\n    .*)*?\n    resources: \
                                   (REPO / "papers/everest/rules.smk").read_text(), re.M))
 
 
+# trainings that run every seed in series at smoke and tiny; at full each seed is a job of its own
+# (everest_*_seed) and these rules give way to CPU jobs merging the seeds' records (everest_*_merge)
+IN_SERIES_RULES = ("everest_pretrain_checkpoints", "everest_finetune_top1", "everest_budget_pretrain_checkpoints",
+                   "everest_budget_finetune_top1")
+
+
 def effective_args(*argv: str):
     """Snakemake's parsed command line as it would run from the repo root (profiles applied)."""
     from snakemake.cli import parse_args
@@ -78,8 +84,8 @@ def dry_run_jobs(tmp_path, *options: str, config: tuple[str, ...] = ()) -> dict[
     assert run.returncode == 0, log[-3000:]
     job = re.compile(r"^rule (\w+):$.*?^ +resources: (.*?)$.*?^Shell command: (.*?)$", re.S | re.M)
     jobs = {rule: (dict(kv.split("=", 1) for kv in resources.split(", ")), shell)
-            for rule, resources, shell in job.findall(log)}
-    assert set(jobs) == set(TRAINING_RULES), log[-3000:]
+            for rule, resources, shell in job.findall(log) if rule in TRAINING_RULES}
+    assert set(jobs) == set(TRAINING_RULES) - set(IN_SERIES_RULES), log[-3000:]   # at full: a job per seed
     return jobs
 
 
@@ -130,13 +136,52 @@ def test_training_rules_ask_slurm_for_their_trainer(trainer, tmp_path):
             assert shell.startswith(srun) and " -m papers.everest " in shell, shell
 
 
+def test_full_profile_runs_every_everest_seed_as_a_job_of_its_own(tmp_path):
+    """A dry run of the full profile under profiles/slurm: each seed of each EVEREST training is its own
+    job (`<experiment>_seed --seed S`) with the training's GPU resources and its own runtime, and the
+    arm's metrics come from a CPU job that merges them; no job runs the seeds in series."""
+    from shared.config import load_config
+
+    seeds = [int(s) for s in load_config(REPO / "papers/everest/config.yaml", "full").seeds]
+    assert len(seeds) > 1
+    targets = [tmp_path / f"full/everest/metrics/{k}_everest.json"
+               for k in ("pretrain", "finetune", "budget_pretrain", "budget_finetune")]
+    cmd = [sys.executable, "-m", "snakemake", "-n", "--nolock", *map(str, targets), "--profile", "profiles/slurm",
+           "--config", "profile=full", f"results={tmp_path}"]
+    run = subprocess.run(cmd, cwd=REPO, env=WORKFLOW_ENV, capture_output=True, text=True, timeout=300)
+    log = run.stdout + run.stderr
+    assert run.returncode == 0, log[-3000:]
+    job = re.compile(r"^rule (\w+):$(.*?)^ +resources: (.*?)$.*?^Shell command: (.*?)$", re.S | re.M)
+    jobs = []
+    for rule, middle, resources, shell in job.findall(log):
+        wc = re.search(r"^ +wildcards: (.*?)$", middle, re.M)
+        wildcards = dict(kv.split("=", 1) for kv in wc.group(1).split(", ")) if wc else {}
+        jobs.append((rule, wildcards, dict(kv.split("=", 1) for kv in resources.split(", ")), shell))
+    assert not {r for r, *_ in jobs} & set(IN_SERIES_RULES), log[-3000:]
+    entries = PROFILE["set-resources"]
+    for kind, arm in (("pretrain", "everest"), ("finetune", "everest"), ("budget_pretrain", "everest"),
+                      ("budget_finetune", "everest")):
+        rule = f"everest_{kind}_seed"
+        mine = [(w, res, sh) for r, w, res, sh in jobs if r == rule and w["arm"] == arm]
+        assert sorted(int(w["seed"]) for w, _, _ in mine) == seeds, (rule, mine)
+        for w, res, sh in mine:
+            assert res["gres"] == "gpu:1" and res["slurm_partition"] == "gpu", (rule, res)
+            assert int(res["runtime"]) == entries[rule]["runtime"] and int(res["mem_mb"]) == entries[rule]["mem_mb"]
+            assert f" {kind}_{arm}_seed " in sh and sh.endswith(f" --seed {w['seed']}"), sh
+        merge = [(res, sh) for r, w, res, sh in jobs if r == f"everest_{kind}_merge" and w["arm"] == arm]
+        assert len(merge) == 1, (kind, merge)
+        res, sh = merge[0]
+        assert res["slurm_partition"] == "cpu" and "gres" not in res and "--seed" not in sh, (kind, res, sh)
+        assert f" {kind}_{arm} " in sh, sh
+
+
 def test_local_training_runs_without_srun(tmp_path):
     """A local run (`--cores`) runs the trainings' plain command, multi-GPU too (Lightning starts the
     processes itself): no srun and no MPI job."""
     jobs = dry_run_jobs(tmp_path, "--cores", "1", config=("everest_trainer={devices: 4}",))
     for rule, (resources, shell) in jobs.items():
         assert shell.startswith(f"OMP_NUM_THREADS=1 {sys.executable} -m papers.everest "), shell
-        assert "srun" not in shell and shell.endswith(" --set trainer.devices=4"), shell
+        assert "srun" not in shell and " --set trainer.devices=4" in shell, shell
         assert "mpi" not in resources, (rule, resources)
 
 

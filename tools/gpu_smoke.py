@@ -86,7 +86,8 @@ def probe_papers(papers, out: Path, info: dict, device: str = "cuda", profile: s
         module = importlib.import_module(f"papers.{paper}.full_cost")
         for phase in getattr(module, "PROBE_PHASES", (None,)):
             name = paper if phase is None else f"{paper}:{phase}"
-            row, step = {"paper": name, "precision": str(cfg.trainer.precision), **info}, None
+            precision = getattr(module, "probe_precision", lambda c: str(c.trainer.precision))(cfg)
+            row, step = {"paper": name, "precision": precision, **info}, None
             try:
                 step = module.probe_step(cfg, device, **({} if phase is None else {"phase": phase}))
                 row["s_per_step"], row["peak_gib"] = time_step(step, warmup, reps, device)

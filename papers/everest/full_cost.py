@@ -11,6 +11,7 @@ step of 24 clips) divided by the loader workers the config sets (`data.workers`,
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import torch
 
@@ -83,8 +84,28 @@ def _host(cfg, clips: float) -> float:
     return clips * DECODE_S_PER_CLIP / _workers(cfg)
 
 
+SEEDED = ("pretrain_", "finetune_", "budget_pretrain_", "budget_finetune_")   # one job per seed at full
+
+
 def job_costs(cfg) -> list[Cost]:
-    seeds, prec = len(cfg.seeds), str(cfg.trainer.precision)
+    """Every job of the full profile: the trainings per seed (`<experiment>_seed`, one SLURM job each) and
+    the CPU jobs that merge their seed records (`<experiment>`), then the rest."""
+    costs = []
+    for c in _costs(cfg, seeds=1):
+        if c.experiment.startswith(SEEDED):
+            note = c.note.replace("1 seeds in series", "one seed")
+            costs.append(replace(c, experiment=f"{c.experiment}_seed",
+                                 note=note if note.startswith("one seed") else f"one seed; {note}"))
+            costs.append(Cost(c.experiment, "cpu", cpu_s=120, cpu_how="stated",
+                              note=f"merges the {len(cfg.seeds)} seed jobs' records: no training"))
+        else:
+            costs.append(c)
+    overlay = next(c for c in _costs(cfg, seeds=len(cfg.seeds)) if c.experiment == "token_overlay")
+    return [overlay if c.experiment == "token_overlay" else c for c in costs]
+
+
+def _costs(cfg, seeds: int) -> list[Cost]:
+    prec = str(cfg.trainer.precision)
     costs = []
     how = f"decoding {DECODE_S_PER_CLIP * 1e3:.0f} ms/clip on {_workers(cfg)} process(es) (stated)"
     grid = len(cfg.finetune.get("lr_grid", []) or [])

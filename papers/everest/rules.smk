@@ -10,7 +10,22 @@ EV_CFG = "papers/everest/config.yaml"
 # it for both: the same `trainer.K=V` strings become the training commands' `--set` (the trainer
 # section is not in the weights' cache key, so the other experiments still find the weights).
 EV_TRAINER_SET = [f"trainer.{k}={v}" for k, v in config.get("everest_trainer", {}).items()]
-EV_TRAINING_RESOURCES, EV_LAUNCHER = slurm_training(_ev_load_config(EV_CFG, PROFILE, EV_TRAINER_SET, overlay=rehearsal_template("everest")).trainer)
+_EV_CONFIG = _ev_load_config(EV_CFG, PROFILE, EV_TRAINER_SET, overlay=rehearsal_template("everest"))
+EV_TRAINING_RESOURCES, EV_LAUNCHER = slurm_training(_EV_CONFIG.trainer)
+# At full every seed of a training is a job of its own (rules everest_*_seed: `<experiment>_seed --seed S`,
+# each with the training's resources), and the arm's rule (everest_*_merge) merges their seed records into
+# the arm's metrics on a CPU, training nothing; at smoke and tiny one job trains every seed in series.
+EV_SEED_JOBS = PROFILE == "full"
+EV_SEEDS = [int(s) for s in _EV_CONFIG.seeds]
+
+
+def _ev_arms(arms, on=True):
+    """The wildcard constraint of a rule that runs these arms when `on`, else of one that never matches."""
+    return "|".join(arms) if on else "(?!)"
+
+
+def _ev_seed_outputs(experiment):
+    return [f"{EV}/metrics/{experiment}_seed{s}.json" for s in EV_SEEDS]
 EV_PRETRAIN = ["videomae", "everest", "ascending", "everest_uniform_frames", "everest_selected_frames"]
 # fine-tune arm -> the pre-training arm whose weights it starts from (None: scratch)
 EV_FINETUNE = {"videomae": "videomae", "videomae_pruned": "videomae", "everest_full": "everest",
@@ -51,7 +66,7 @@ rule everest_pretrain_checkpoints:
     """Pre-training of one arm, once per seed (weights under checkpoints/)."""
     input: paper_config("everest")
     output: prov(f"{EV}/metrics/pretrain_{{arm}}.json")
-    wildcard_constraints: arm="|".join(EV_PRETRAIN)
+    wildcard_constraints: arm=_ev_arms(EV_PRETRAIN, not EV_SEED_JOBS)
     threads: 1
     resources: **EV_TRAINING_RESOURCES
     benchmark: bench("everest_pretrain_checkpoints", "arm")
@@ -62,7 +77,7 @@ rule everest_finetune_top1:
     """Fine-tuning + test top-1 of one arm, once per seed."""
     input: _ev_pretrain_input
     output: prov(f"{EV}/metrics/finetune_{{arm}}.json")
-    wildcard_constraints: arm="|".join(EV_FINETUNE)
+    wildcard_constraints: arm=_ev_arms(EV_FINETUNE, not EV_SEED_JOBS)
     threads: 1
     resources: **EV_TRAINING_RESOURCES
     benchmark: bench("everest_finetune_top1", "arm")
@@ -97,7 +112,7 @@ rule everest_budget_pretrain_checkpoints:
     """Pre-training of VideoMAE or EVEREST at every shorter length of the budget curve, once per seed."""
     input: paper_config("everest")
     output: prov(f"{EV}/metrics/budget_pretrain_{{arm}}.json")
-    wildcard_constraints: arm="|".join(EV_BUDGET)
+    wildcard_constraints: arm=_ev_arms(EV_BUDGET, not EV_SEED_JOBS)
     threads: 1
     resources: **EV_TRAINING_RESOURCES
     benchmark: bench("everest_budget_pretrain_checkpoints", "arm")
@@ -110,11 +125,100 @@ rule everest_budget_finetune_top1:
         paper_config("everest"), f"{EV}/metrics/budget_pretrain_{{arm}}.json",
         f"{EV}/metrics/finetune_{{arm}}.json",   # the lr the main world's fine-tune chose
     output: prov(f"{EV}/metrics/budget_finetune_{{arm}}.json")
-    wildcard_constraints: arm="|".join(EV_BUDGET)
+    wildcard_constraints: arm=_ev_arms(EV_BUDGET, not EV_SEED_JOBS)
     threads: 1
     resources: **EV_TRAINING_RESOURCES
     benchmark: bench("everest_budget_finetune_top1", "arm")
     shell: experiment_cmd("everest", "budget_finetune_{wildcards.arm}", EV_LAUNCHER, EV_TRAINER_SET)
+
+
+def _ev_finetune_seed_input(wc):
+    src = EV_FINETUNE[wc.arm]
+    return paper_config("everest") + ([f"{EV}/metrics/pretrain_{src}_seed{wc.seed}.json"] if src else [])
+
+
+rule everest_pretrain_seed:
+    """Full profile: pre-training of one arm at one seed (weights and its seed record under checkpoints/)."""
+    input: paper_config("everest")
+    output: prov(f"{EV}/metrics/pretrain_{{arm}}_seed{{seed}}.json")
+    wildcard_constraints: arm=_ev_arms(EV_PRETRAIN, EV_SEED_JOBS), seed=r"\d+"
+    threads: 1
+    resources: **EV_TRAINING_RESOURCES
+    benchmark: bench("everest_pretrain_seed", "arm", "seed")
+    shell: experiment_cmd("everest", "pretrain_{wildcards.arm}_seed", EV_LAUNCHER, EV_TRAINER_SET) + " --seed {wildcards.seed}"
+
+
+rule everest_finetune_seed:
+    """Full profile: fine-tuning + test top-1 of one arm at one seed, from that seed's pre-training."""
+    input: _ev_finetune_seed_input
+    output: prov(f"{EV}/metrics/finetune_{{arm}}_seed{{seed}}.json")
+    wildcard_constraints: arm=_ev_arms(EV_FINETUNE, EV_SEED_JOBS), seed=r"\d+"
+    threads: 1
+    resources: **EV_TRAINING_RESOURCES
+    benchmark: bench("everest_finetune_seed", "arm", "seed")
+    shell: experiment_cmd("everest", "finetune_{wildcards.arm}_seed", EV_LAUNCHER, EV_TRAINER_SET) + " --seed {wildcards.seed}"
+
+
+rule everest_budget_pretrain_seed:
+    """Full profile: the budget curve's shorter pre-trainings of one arm at one seed."""
+    input: paper_config("everest")
+    output: prov(f"{EV}/metrics/budget_pretrain_{{arm}}_seed{{seed}}.json")
+    wildcard_constraints: arm=_ev_arms(EV_BUDGET, EV_SEED_JOBS), seed=r"\d+"
+    threads: 1
+    resources: **EV_TRAINING_RESOURCES
+    benchmark: bench("everest_budget_pretrain_seed", "arm", "seed")
+    shell: experiment_cmd("everest", "budget_pretrain_{wildcards.arm}_seed", EV_LAUNCHER, EV_TRAINER_SET) + " --seed {wildcards.seed}"
+
+
+rule everest_budget_finetune_seed:
+    """Full profile: the budget curve's fine-tunes of one arm at one seed, at the main world's lr."""
+    input:
+        paper_config("everest"), f"{EV}/metrics/budget_pretrain_{{arm}}_seed{{seed}}.json",
+        f"{EV}/metrics/finetune_{{arm}}.json",
+    output: prov(f"{EV}/metrics/budget_finetune_{{arm}}_seed{{seed}}.json")
+    wildcard_constraints: arm=_ev_arms(EV_BUDGET, EV_SEED_JOBS), seed=r"\d+"
+    threads: 1
+    resources: **EV_TRAINING_RESOURCES
+    benchmark: bench("everest_budget_finetune_seed", "arm", "seed")
+    shell: experiment_cmd("everest", "budget_finetune_{wildcards.arm}_seed", EV_LAUNCHER, EV_TRAINER_SET) + " --seed {wildcards.seed}"
+
+
+rule everest_pretrain_merge:
+    """Full profile: the arm's pre-training record over seeds, from its seed jobs' records (no training)."""
+    input: paper_config("everest"), lambda wc: _ev_seed_outputs(f"pretrain_{wc.arm}")
+    output: prov(f"{EV}/metrics/pretrain_{{arm}}.json")
+    wildcard_constraints: arm=_ev_arms(EV_PRETRAIN, EV_SEED_JOBS)
+    threads: 1
+    benchmark: bench("everest_pretrain_merge", "arm")
+    shell: experiment_cmd("everest", "pretrain_{wildcards.arm}")
+
+
+rule everest_finetune_merge:
+    """Full profile: the arm's top-1 over seeds, from its seed jobs' records (no training, no evaluation)."""
+    input: paper_config("everest"), lambda wc: _ev_seed_outputs(f"finetune_{wc.arm}")
+    output: prov(f"{EV}/metrics/finetune_{{arm}}.json")
+    wildcard_constraints: arm=_ev_arms(EV_FINETUNE, EV_SEED_JOBS)
+    threads: 1
+    benchmark: bench("everest_finetune_merge", "arm")
+    shell: experiment_cmd("everest", "finetune_{wildcards.arm}")
+
+
+rule everest_budget_pretrain_merge:
+    input: paper_config("everest"), lambda wc: _ev_seed_outputs(f"budget_pretrain_{wc.arm}")
+    output: prov(f"{EV}/metrics/budget_pretrain_{{arm}}.json")
+    wildcard_constraints: arm=_ev_arms(EV_BUDGET, EV_SEED_JOBS)
+    threads: 1
+    benchmark: bench("everest_budget_pretrain_merge", "arm")
+    shell: experiment_cmd("everest", "budget_pretrain_{wildcards.arm}")
+
+
+rule everest_budget_finetune_merge:
+    input: paper_config("everest"), lambda wc: _ev_seed_outputs(f"budget_finetune_{wc.arm}")
+    output: prov(f"{EV}/metrics/budget_finetune_{{arm}}.json")
+    wildcard_constraints: arm=_ev_arms(EV_BUDGET, EV_SEED_JOBS)
+    threads: 1
+    benchmark: bench("everest_budget_finetune_merge", "arm")
+    shell: experiment_cmd("everest", "budget_finetune_{wildcards.arm}")
 
 
 rule everest_static_knob_table:

@@ -54,16 +54,38 @@ def finetune(model: VideoClassifier, data, cfg, seed: int,
 @torch.no_grad()
 def evaluate(model: VideoClassifier, data, batch: int, seed: int, device: str = "cpu") -> float:
     """Top-1 accuracy (%) with the arm's own token pruning at test time. A batch of multi-view
-    clips [b, views, C, F, H, W] is scored by the mean softmax over its views."""
+    clips [b, views, C, F, H, W] is scored by the mean softmax over its views.
+
+    Inside a multi-process (DDP) job the batches are dealt to the ranks (batch k to rank k mod world),
+    each rank decodes and scores only its own, and the correct counts are summed over ranks: the same
+    accuracy as one process, since the batches are the same and a rank still draws the random pruning
+    of the batches it skips (one draw per clip, in batch order), so every clip gets its one-process draw."""
+    from shared.sampling import world
+
+    size, rank = world()
     model.to(device).eval()
     gen = torch.Generator().manual_seed(derive_seed(seed, "eval-prune"))
-    correct = 0
-    for i in range(0, len(data), batch):
-        video, labels = data.batch(torch.arange(i, min(i + batch, len(data))))
+    correct, skipped = 0, []
+    for k, i in enumerate(range(0, len(data), batch)):
+        n = min(i + batch, len(data)) - i
+        if k % size != rank:
+            skipped.append(n)
+            continue
+        video, labels = data.batch(torch.arange(i, i + n))
+        views = video.shape[1] if video.dim() == 6 else 1
+        if model.prune == "random":   # the draws of the batches other ranks score, as one process makes them
+            for m in skipped:
+                torch.rand(m * views, model.encoder.num_tokens, generator=gen)
+        skipped = []
         if video.dim() == 6:
             b, v = video.shape[:2]
             probs = model(video.flatten(0, 1).to(device), gen).softmax(-1).view(b, v, -1).mean(1)
         else:
             probs = model(video.to(device), gen)
         correct += int((probs.argmax(-1).cpu() == labels).sum())
+    if size > 1:
+        dist = torch.distributed
+        total = torch.tensor([correct], device=device if dist.get_backend() == "nccl" else "cpu")
+        dist.all_reduce(total)
+        correct = int(total.item())
     return 100.0 * correct / len(data)

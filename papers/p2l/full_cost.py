@@ -13,7 +13,7 @@ import functools
 
 import torch
 
-from shared.cost_plan import Cost, autocast, sd15, sd15_part_costs
+from shared.cost_plan import Cost, sd15, sd15_part_costs
 
 TEXT_TOKENS = 77
 HBM_PER_STEP = 3       # HBM traffic per solver step ≈ 3 × (saved activations + weights) (stated)
@@ -65,6 +65,7 @@ def _solves(cfg, jobs: list[tuple[str, int, int]], name: str, note: str) -> Cost
     batch = int(cfg.solve.batch_size)
     for method, images, n_steps in jobs:
         f, m = step_flops(method, size, _hp(cfg, method))
+        m *= HALF_BYTES[str(cfg.solve.dtype)]   # weights and saved activations in the prior's dtype
         flops += f * images * n_steps
         peak = max(peak, m * batch)
         hbm += HBM_PER_STEP * m * images * n_steps
@@ -74,8 +75,13 @@ def _solves(cfg, jobs: list[tuple[str, int, int]], name: str, note: str) -> Cost
                 gpu_mem_gb=peak / 1e9, mem_how="counted", hbm_bytes=hbm, bytes_read=SD_BYTES + n_images * IMAGE_BYTES, note=note)
 
 
+PIPELINE_PRECISION = {"float32": "32-true", "float16": "16-true", "bfloat16": "bf16-true"}
+HALF_BYTES = {"float32": 1.0, "float16": 0.5, "bfloat16": 0.5}   # bytes vs the fp32 count on meta
+
+
 def _precision(cfg) -> str:
-    return str(cfg.trainer.precision)
+    """The solves' precision: the prior's weight dtype (`solve.dtype`), not the tiny trainings' trainer."""
+    return PIPELINE_PRECISION[str(cfg.solve.dtype)]
 
 
 def job_costs(cfg) -> list[Cost]:
@@ -94,11 +100,16 @@ def job_costs(cfg) -> list[Cost]:
     costs.append(_solves(cfg, [(m, min(int(chk.n), n_test), int(chk.steps)) for m in chk.methods], "steps_check",
                          f"the ranking again at {chk.steps} steps"))
     costs.append(Cost("floors", "gpu", flops=len(cfg.main_tasks) * n_test * 5 * 4e9, flops_how="analytic",
-                      precision=_precision(cfg), gpu_mem_gb=2.0, mem_how="stated",
+                      precision="32-true", gpu_mem_gb=2.0, mem_how="stated",
                       bytes_read=len(cfg.main_tasks) * n_test * IMAGE_BYTES, host_s=600,
                       note="least-squares CG in pixel space; metrics and model loading stated as 10 min"))
     costs.append(Cost("main_table", "cpu", cpu_s=300, cpu_how="stated", note="tables and figures from the metrics"))
     return costs
+
+
+def probe_precision(cfg) -> str:
+    """The precision `probe_step` runs in on CUDA (tools/gpu_smoke.py's CSV)."""
+    return _precision(cfg)
 
 
 def probe_flops(cfg) -> float:
@@ -108,8 +119,12 @@ def probe_flops(cfg) -> float:
 
 def probe_step(cfg, device: str = "cpu"):
     """One LDPS solver step at the configured image size and batch, with random SD-1.5-shaped weights:
-    UNet forward, Tweedie, decoder, the data-fidelity norm's gradient to z_t. Returns a callable."""
-    unet, vae = build(device)
+    UNet forward, Tweedie, decoder, the data-fidelity norm's gradient to z_t, with the weights in the
+    prior's dtype (`solve.dtype` on CUDA, as `load_prior` loads them) and the loss in fp32. Returns a callable."""
+    from .experiments.problems import prior_dtype
+
+    dtype = prior_dtype(cfg, device) if torch.device(device).type != "meta" else torch.float32
+    unet, vae = (m.to(dtype) for m in build(device))
     lat, b = int(cfg.image_size) // 8, int(cfg.solve.batch_size)
     dev_type = torch.device(device).type
     c = torch.zeros(b, TEXT_TOKENS, 768, device=device)
@@ -118,10 +133,9 @@ def probe_step(cfg, device: str = "cpu"):
     def step():
         z = torch.randn(b, 4, lat, lat, device=device, requires_grad=True) if dev_type != "meta" else \
             torch.empty(b, 4, lat, lat, device=device, requires_grad=True)
-        with autocast(device, _precision(cfg)):
-            eps = unet(z, torch.tensor([500], device=device), c).sample
-            z0 = (z - 0.5 * eps) / 0.7
-            x = vae.decode(z0).sample
+        eps = unet(z.to(dtype), torch.tensor([500], device=device), c.to(dtype)).sample.float()
+        z0 = (z - 0.5 * eps) / 0.7
+        x = vae.decode(z0.to(dtype)).sample
         loss = (y - x.float()).flatten(1).norm(dim=1).sum()
         (g,) = torch.autograd.grad(loss, z)
         return g

@@ -28,8 +28,11 @@ def test_solve_batches_keeps_each_image_in_its_place(ldm):
     x, nfe, wall, traj, per_image, calls = _solve_batches("p2l", y, op, ldm, cfg, 5, CAPTIONS, record_every=1)
     assert calls == {"nfe": 4, "decoder": 4, "encoder": 1}   # K = 1: 2 UNet + 2 D per step; E projects once
     assert x.shape == (2, 3, 16, 16) and per_image["off_range"].shape == (2, 2)
-    # batch b is image b, seeded 5 + b: its records are those of solving that image alone
-    alone = solve("p2l", y[1:2], op, ldm, steps=2, seed=6, captions=CAPTIONS[1:], record_every=1)
+    # batch b is image b, starting from row b of the z_T drawn for all images (seed 5) whatever the batch
+    # size, its other draws seeded 5 + b: its records are those of solving that image alone
+    size = ldm.unet.config.sample_size
+    z_T = torch.randn(2, ldm.latent_channels, size, size, generator=torch.Generator().manual_seed(5))
+    alone = solve("p2l", y[1:2], op, ldm, steps=2, seed=6, captions=CAPTIONS[1:], record_every=1, z_init=z_T[1:2])
     assert torch.equal(x[1:2], alone.x)
     for k in ("off_range", "prompt_cos", "null_cos"):
         np.testing.assert_allclose(per_image[k][:, 1], alone.per_image[k][:, 0].numpy())

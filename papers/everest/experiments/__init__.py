@@ -19,9 +19,13 @@ common           arms, data, initial encoders, checkpoint folders, knob points, 
 """
 from functools import partial
 
+from shared.config import Config, ConfigError
+from shared.experiment import per_seed
+
 from .accuracy import accuracy
 from .common import (BUDGET_ARMS, FINETUNE_ARMS, KNOB_FINETUNE_ARMS, KNOB_PRETRAIN_ARMS, PRETRAIN_ARMS, at_point, dataset,
-                     initial_autoencoder, knob_points, mean_ci, mean_std, pretrain_dir, schedule, snapshot_name)
+                     initial_autoencoder, knob_points, mean_ci, mean_std, pretrain_dir, schedule, seeds_of,
+                     snapshot_name)
 from .efficiency import efficiency, efficiency_vit_b
 from .finetuning import budget_finetune, finetune_arm, knob_finetune, run_finetune
 from .label_leak import label_leak
@@ -36,6 +40,31 @@ EXPERIMENTS = {
     **{f"knob_finetune_{arm}": partial(knob_finetune, arm=arm) for arm in KNOB_FINETUNE_ARMS},
     **{f"budget_pretrain_{arm}": partial(budget_pretrain, arm=arm) for arm in BUDGET_ARMS},
     **{f"budget_finetune_{arm}": partial(budget_finetune, arm=arm) for arm in BUDGET_ARMS},
+}
+SEEDED = tuple(EXPERIMENTS)   # the trainings above, one record per seed
+
+
+def seed_job(experiment, name: str):
+    """`<name>_seed --seed S`: `name` for seed S alone (the full profile's SLURM job per seed), its
+    checkpoints and seed record where `name` over all seeds finds them and merges (common.seed_record)."""
+    @per_seed
+    def one_seed(run):
+        seed = int(run.cfg["seed"])
+        if seed not in seeds_of(run.cfg):
+            raise ConfigError(f"{name}_seed --seed {seed}: not one of seeds={seeds_of(run.cfg)}")
+        if "finetune" in name and run.cfg.finetune.lr_grid:
+            raise ConfigError(f"{name}_seed: the lr grid is chosen on the first seed, so seed jobs need "
+                              f"finetune.lr_grid: [] (every seed at finetune.lr)")
+        run.experiment, run.seed_job = name, True
+        run.cfg = Config.wrap({**run.cfg.to_dict(), "seeds": [seed]})
+        return experiment(run)
+    return one_seed
+
+
+EXPERIMENTS = {
+    **EXPERIMENTS,
+    **{f"{name}_seed": seed_job(EXPERIMENTS[name], name) for name in SEEDED
+       if name.startswith(("pretrain_", "finetune_", "budget_pretrain_", "budget_finetune_"))},
     "label_leak": label_leak,
     "accuracy": accuracy,
     "static_knob": static_knob,

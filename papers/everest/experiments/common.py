@@ -13,7 +13,9 @@ from pathlib import Path
 import torch
 
 from shared.assets import require_path
-from shared.config import Config, ConfigError
+from shared.config import Config, ConfigError, config_hash
+from shared.experiment import global_rank
+from shared.io import read_json, write_json
 from shared.intervals import LEVEL, mean_interval
 from shared.seeding import derive_seed
 
@@ -132,6 +134,31 @@ def initial_autoencoder(cfg, seed: int) -> MaskedVideoAutoencoder:
                                   "decoder.*) with the config's model widths", config_key="model.init_checkpoint")
         load_official_checkpoint(ae, path)
     return ae
+
+
+def record_key(cfg) -> str:
+    """What decides one seed's record: the config without the seed lists, the trainer, logging and the
+    loader's workers (a seed job runs `seeds: [s]`; the experiment over all seeds merges)."""
+    out = {k: v for k, v in cfg.to_dict().items() if k not in ("trainer", "logging", "seed", "seeds")}
+    out["data"] = {k: v for k, v in out["data"].items() if k != "workers"}
+    return config_hash(out)
+
+
+def seed_record(run, ckpt_dir: Path, cfg, compute, tag: str = "") -> dict:
+    """One seed's record (a pre-training's losses, a fine-tune's top-1): the one a seed job (`<experiment>_seed
+    --seed S`, the full profile's SLURM job per seed) wrote under `ckpt_dir` for this config, else
+    `compute()`, written there when this run is a seed job. Only seed jobs write records, so a run over
+    all seeds without them (smoke, tiny) trains and evaluates as before."""
+    path = Path(ckpt_dir) / f"seed_record{tag}.json"
+    key = record_key(cfg)
+    if path.is_file():
+        stored = read_json(path)
+        if stored.get("key") == key:
+            return stored["record"]
+    record = compute()
+    if getattr(run, "seed_job", False) and global_rank() == 0:
+        write_json(path, {"key": key, "record": record})
+    return record
 
 
 def seeds_of(cfg) -> list[int]:

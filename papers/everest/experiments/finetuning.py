@@ -25,7 +25,7 @@ from ..selection import count
 from ..train import evaluate, finetune
 from .common import (FINETUNE_ARMS, KNOB_PROCEDURAL_ONLY, at_point, budget_steps, classes, dataset,
                      device_of, initial_autoencoder, knob_points, point_dir, pretrain_dir, schedule, seed_dir,
-                     seeds_of, skipped_on_video, snapshot_name, with_lr)
+                     seed_record, seeds_of, skipped_on_video, snapshot_name, with_lr)
 
 
 def finetune_seed(run, arm: str, snapshot: str | None, prune: str, seed: int, subdir: str, cfg=None,
@@ -35,6 +35,13 @@ def finetune_seed(run, arm: str, snapshot: str | None, prune: str, seed: int, su
     the budget curve: test top-1 (`top1`), validation top-1 (`val_top1`, with `val`), final train loss,
     token count and schedule."""
     cfg = run.cfg if cfg is None else cfg
+    ckpt_dir = run.checkpoint_dir(*[p for p in (subdir, seed_dir(seed)) if p])
+    return seed_record(run, ckpt_dir, cfg, lambda: _finetune_seed(run, arm, snapshot, prune, seed, ckpt_dir, cfg,
+                                                                   point, steps, val), "-val" if val else "")
+
+
+def _finetune_seed(run, arm: str, snapshot: str | None, prune: str, seed: int, ckpt_dir, cfg, point, steps,
+                   val: bool) -> dict:
     source, _ = FINETUNE_ARMS[arm]
     ae = initial_autoencoder(cfg, seed)  # same initial encoder as the pre-training arms
     if source is not None:
@@ -50,7 +57,7 @@ def finetune_seed(run, arm: str, snapshot: str | None, prune: str, seed: int, su
     device = device_of(cfg)
     data = dataset(cfg, seed, "finetune")
     plan = schedule(cfg, "finetune", data, who=f"{arm} (seed {seed}, lr {cfg.finetune.lr:g})")
-    losses = finetune(model, data, cfg, seed, run.checkpoint_dir(*[p for p in (subdir, seed_dir(seed)) if p]), device)
+    losses = finetune(model, data, cfg, seed, ckpt_dir, device)
     out = {"top1": evaluate(model, dataset(cfg, seed, "test"), cfg.finetune.eval_batch, seed, device)}
     if val:
         out["val_top1"] = evaluate(model, dataset(cfg, seed, "val"), cfg.finetune.eval_batch, seed, device)

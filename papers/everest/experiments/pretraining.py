@@ -12,13 +12,13 @@ import torch
 from shared.samples import sample
 from shared.seeding import derive_seed
 
-from ..model import MaskedVideoAutoencoder, num_params
+from ..model import MaskedVideoAutoencoder, build_autoencoder, num_params
 from ..recipe import choose_pairs, tube_visible
 from ..selection import count
 from ..train import pretrain
 from .common import (BUDGET_ARMS, KNOB_PROCEDURAL_ONLY, PRETRAIN_ARMS, _key, _procedural, at_point, budget_steps,
                      candidate_frames, dataset, device_of, initial_autoencoder, knob_points, point_dir, schedule,
-                     seed_dir, seeds_of, skipped_on_video, snapshot_name, with_steps)
+                     seed_dir, seed_record, seeds_of, skipped_on_video, snapshot_name, with_steps)
 
 
 def pair_has_motion(moving: torch.Tensor, tubelet: int = 2) -> torch.Tensor:
@@ -47,21 +47,33 @@ def pretrain_arm(run, cfg, arm: str, subdir: str = "") -> dict:
     method, frames = PRETRAIN_ARMS[arm]
     snaps = {max(1, round(b * cfg.pretrain.steps)): snapshot_name(b) for b in cfg.pretrain.budgets}
     first, final, motion_frac, motion_base = [], [], [], []
-    for seed in seeds_of(cfg):
+
+    def one_seed(seed: int, ckpt_dir) -> dict:
         model = initial_autoencoder(cfg, seed)
         data = dataset(cfg, seed, "pretrain", candidates=frames is not None)
         plan = schedule(cfg, "pretrain", data, who=f"{arm} (seed {seed})")
-        ckpt_dir = run.checkpoint_dir(*[p for p in (subdir, seed_dir(seed)) if p])
         losses = pretrain(model, data, method, cfg, seed, ckpt_dir, snaps, device_of(cfg), frames=frames)
         tail = max(1, len(losses) // 10)
-        first.append(sum(losses[:tail]) / tail)
-        final.append(sum(losses[-tail:]) / tail)
+        rec = {"first": sum(losses[:tail]) / tail, "final": sum(losses[-tail:]) / tail, "steps": len(losses),
+               "schedule": plan}
         if frames is not None:   # held-out candidate clips (the test seed): how often the chosen pairs move
             held_out = _procedural(_key(cfg), derive_seed(seed, "candidate-test-clips"), cfg.frame_selection.n_eval,
                                    candidate_frames(cfg), cfg.frame_selection.rest)
-            motion_frac.append(motion_pair_fraction(model.cpu(), held_out, frames, cfg.selection.rho_pre, seed,
-                                                    cfg.frame_selection.n_eval))
-            motion_base.append(float(pair_has_motion(held_out.moving, model.encoder.tubelet).float().mean()))
+            rec["motion_frac"] = motion_pair_fraction(model.cpu(), held_out, frames, cfg.selection.rho_pre, seed,
+                                                      cfg.frame_selection.n_eval)
+            rec["motion_base"] = float(pair_has_motion(held_out.moving, model.encoder.tubelet).float().mean())
+        return rec
+
+    for seed in seeds_of(cfg):
+        ckpt_dir = run.checkpoint_dir(*[p for p in (subdir, seed_dir(seed)) if p])
+        rec = seed_record(run, ckpt_dir, cfg, lambda: one_seed(seed, ckpt_dir))   # noqa: B023 - called at once
+        first.append(rec["first"])
+        final.append(rec["final"])
+        if frames is not None:
+            motion_frac.append(rec["motion_frac"])
+            motion_base.append(rec["motion_base"])
+    steps, plan = rec["steps"], rec["schedule"]
+    model = build_autoencoder(cfg)   # token counts and parameters (the trained weights are in ckpt_dir)
     enc = model.encoder
     n = enc.num_tokens
     v = tube_visible(enc.slices, enc.positions, cfg.selection.mask_ratio)
@@ -70,7 +82,7 @@ def pretrain_arm(run, cfg, arm: str, subdir: str = "") -> dict:
     else:
         enc_tokens = v if cfg.selection.match_visible else count(1 - cfg.selection.mask_ratio, n)
         dec_tokens = count(cfg.selection.rho_pre, n)
-    out = {"method": method, "frames": frames, "seeds": seeds_of(cfg), "steps": len(losses),
+    out = {"method": method, "frames": frames, "seeds": seeds_of(cfg), "steps": steps,
            "params": num_params(model), "loss_first": sample(first, "seed"), "loss_final": sample(final, "seed"),
            "encoder_tokens": enc_tokens, "decoder_tokens": dec_tokens, "targets": dec_tokens - enc_tokens,
            "snapshots": sorted(snaps.values()), "schedule": plan}

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from shared.assets import MissingAssetError, require_path
+from shared.config import ConfigError
 from shared.samples import is_sample
 
 from .. import metrics as M
@@ -39,8 +40,21 @@ def load_prior(cfg, out: Path) -> LatentDiffusion:
         path = require_path(cfg.full.sd_path, what="Stable Diffusion v1.5 weights (a diffusers folder)",
                             fetch="stable-diffusion-v1-5 (huggingface.co/stable-diffusion-v1-5/stable-diffusion-v1-5)",
                             config_key="full.sd_path")
-        return load_stable_diffusion(path, device)
-    return load_stable_diffusion(_prior_dir(out) / "pipeline", device)
+        return load_stable_diffusion(path, device, prior_dtype(cfg, device))
+    return load_stable_diffusion(_prior_dir(out) / "pipeline", device, prior_dtype(cfg, device))
+
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def prior_dtype(cfg, device) -> torch.dtype:
+    """The prior's weight dtype, `solve.dtype` (full: float16, as Stable Diffusion is loaded for these
+    solvers), on CUDA; a CPU run keeps float32 (the rehearsal's stand-ins, the tiny prior). The solver's
+    losses, norms and updates stay in float32 whatever the weights' dtype (LatentDiffusion casts)."""
+    name = str(cfg.solve.dtype)
+    if name not in DTYPES:
+        raise ConfigError(f"solve.dtype={name!r}; choose one of {sorted(DTYPES)}")
+    return DTYPES[name] if torch.device(device).type == "cuda" else torch.float32
 
 
 def load_classifier(cfg, out: Path) -> AttributeClassifier | None:
@@ -119,8 +133,8 @@ def _solve_batches(method, y, op, ldm, cfg, seed, captions, repeats: int = 1, **
     per_image, calls) with calls = {"nfe", "decoder", "encoder"} per image (exact counts).
     repeats > 1: y is `repeats` copies of the same problems (a tuning grid), which then all start
     from the same initial latents (seeded `seed`)."""
-    if repeats > 1:
-        g = torch.Generator().manual_seed(seed)
+    if "z_init" not in hp:   # every image's z_T drawn up front: the batch size changes no image's start
+        g = torch.Generator().manual_seed(seed)   # (one batch of all images: the solver's own draw)
         size = ldm.unet.config.sample_size
         z_T = torch.randn(y.shape[0] // repeats, ldm.latent_channels, size, size, generator=g)
         hp["z_init"] = z_T.repeat(repeats, 1, 1, 1)
