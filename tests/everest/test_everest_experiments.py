@@ -116,6 +116,9 @@ def test_every_arm_chooses_its_lr_from_one_grid_on_validation_clips(tmp_path, mo
     calls.clear()
     out = finetuning.finetune_arm(smoke_run(tmp_path, "finetune_everest", "[0,1]"), "everest", "b100")
     assert out["lr"]["chosen"] == 0.03 and out["lr"]["at_edge"] is True
+    scores.update({0.003: 70.0, 0.03: 50.0})   # the bottom edge is an edge too
+    out = finetuning.finetune_arm(smoke_run(tmp_path, "finetune_everest", "[0,1]"), "everest", "b100")
+    assert out["lr"]["chosen"] == 0.003 and out["lr"]["at_edge"] is True
     calls.clear()   # a given lr (the knob's and the budget curve's fine-tunes): no tuning
     out = finetuning.finetune_arm(smoke_run(tmp_path, "finetune_everest", "[0,1]"), "everest", "b100", lr=0.003)
     assert [c[:2] for c in calls] == [(0, 0.003), (1, 0.003)] and out["lr"]["chosen"] == 0.003
