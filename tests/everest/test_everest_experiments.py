@@ -97,7 +97,7 @@ def test_every_arm_chooses_its_lr_from_one_grid_on_validation_clips(tmp_path, mo
     from papers.everest.experiments import finetuning
 
     calls = []
-    scores = {0.001: 40.0, 0.003: 55.0, 0.01: 55.0}
+    scores = {0.003: 40.0, 0.01: 55.0, 0.03: 55.0}
 
     def fake(run, arm, snapshot, prune, seed, subdir, cfg=None, point=None, steps=None, val=False):
         lr = float(cfg.finetune.lr)
@@ -106,16 +106,19 @@ def test_every_arm_chooses_its_lr_from_one_grid_on_validation_clips(tmp_path, mo
 
     monkeypatch.setattr(finetuning, "finetune_seed", fake)
     out = finetuning.finetune_arm(smoke_run(tmp_path, "finetune_everest", "[0,1,2]"), "everest", "b100")
-    assert out["lr"]["grid"] == [0.001, 0.003, 0.01] and out["lr"]["val_top1"] == [40.0, 55.0, 55.0]
-    assert out["lr"]["chosen"] == 0.003 and out["lr"]["at_edge"] is False
-    assert [c[:2] for c in calls] == [(0, 0.001), (0, 0.003), (0, 0.01), (1, 0.003), (2, 0.003)]
+    assert out["lr"]["grid"] == [0.003, 0.01, 0.03] and out["lr"]["val_top1"] == [40.0, 55.0, 55.0]
+    assert out["lr"]["chosen"] == 0.01 and out["lr"]["at_edge"] is False
+    assert [c[:2] for c in calls] == [(0, 0.003), (0, 0.01), (0, 0.03), (1, 0.01), (2, 0.01)]
     assert all(c[3] for c in calls[:3]) and not any(c[3] for c in calls[3:])   # validation only while tuning
-    assert out["top1"]["values"] == [3.0, 103.0, 203.0]                         # seed 0: the chosen grid run
+    assert out["top1"]["values"] == [10.0, 110.0, 210.0]                         # seed 0: the chosen grid run
     assert len({c[2] for c in calls[:3]}) == 3                                   # one checkpoint folder per lr
-    scores[0.01] = 60.0
+    scores[0.03] = 60.0
     calls.clear()
     out = finetuning.finetune_arm(smoke_run(tmp_path, "finetune_everest", "[0,1]"), "everest", "b100")
-    assert out["lr"]["chosen"] == 0.01 and out["lr"]["at_edge"] is True
+    assert out["lr"]["chosen"] == 0.03 and out["lr"]["at_edge"] is True
+    scores.update({0.003: 70.0, 0.03: 50.0})   # the bottom edge is an edge too
+    out = finetuning.finetune_arm(smoke_run(tmp_path, "finetune_everest", "[0,1]"), "everest", "b100")
+    assert out["lr"]["chosen"] == 0.003 and out["lr"]["at_edge"] is True
     calls.clear()   # a given lr (the knob's and the budget curve's fine-tunes): no tuning
     out = finetuning.finetune_arm(smoke_run(tmp_path, "finetune_everest", "[0,1]"), "everest", "b100", lr=0.003)
     assert [c[:2] for c in calls] == [(0, 0.003), (1, 0.003)] and out["lr"]["chosen"] == 0.003
