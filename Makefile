@@ -16,17 +16,28 @@ export HF_HUB_OFFLINE = 1
 export WANDB_MODE ?= offline
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: plan gpu-smoke install reproduce bench-reproduce smoke rehearse rehearse-gpu test test-rehearsal test-fast test-browser lab clean
+.PHONY: plan gpu-smoke install lock report reproduce bench-reproduce smoke rehearse rehearse-gpu test test-rehearsal test-fast test-browser lab clean
 
 install: $(STAMP)
 
-# torch is installed first and pinned so pip takes the local CPU wheel, not a CUDA build.
-$(STAMP): pyproject.toml
+# Every package from requirements.lock, each checked against its hashes (torch: the local CPU wheel,
+# 2.13.0+cpu, not a CUDA build), the runtime and the test, lab, cluster and browser extras; then this
+# project itself, editable, with nothing more.
+$(STAMP): pyproject.toml requirements.lock
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[cluster,browser]' torch==2.13.0
+	$(PY) -m pip install --quiet --require-hashes --no-deps -r requirements.lock
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
+
+# requirements.lock from pyproject.toml (uv's resolver; the versions already locked are kept unless
+# pyproject.toml asks for others; LOCK_ARGS=--upgrade moves them all to the newest allowed).
+UV_VERSION ?= 0.13.9
+lock:
+	python3 -m venv .venv-lock && .venv-lock/bin/pip install --quiet uv==$(UV_VERSION)
+	.venv-lock/bin/uv pip compile pyproject.toml --extra test --extra lab --extra cluster --extra browser \
+		--generate-hashes --find-links /opt/wheels --python-version 3.11.7 --no-header --emit-find-links \
+		--annotation-style line -o requirements.lock $(LOCK_ARGS)
 
 reproduce: install
 	$(VENV)/bin/snakemake --cores $(CORES) --config profile=$(PROFILE)
