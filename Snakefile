@@ -43,6 +43,15 @@ CLAIM_FILES = sorted(str(p) for p in [*PAPERS_DIR.glob("*/claims.yaml"), Path("k
 
 PAPER_METRICS = {}   # paper -> its metric part files (results/<profile>/<paper>/metrics/<experiment>.json)
 PAPER_TARGETS = []   # figures and tables each paper declares
+# paper -> names of its headline tables (<results>/<profile>/<paper>/tables/<name>.md, made by its rules
+# from its metrics), which the results record carries; a paper that declares none is recorded by its
+# claims from the ledger (shared/record.py).
+PAPER_RECORD_TABLES = {}
+# The results record of this profile's run (rule record, shared/record.py): the tracked record/<profile>/
+# for a run into the default results folder; beside the results for any other (a test's or benchmark's
+# run leaves the tracked record alone). tools/readme_tables.py fills the READMEs' tables from it.
+RECORD = (f"record/{PROFILE}" if str(config.get("results", "results")).rstrip("/") == "results"
+          else f"{config['results']}/record/{PROFILE}")
 
 
 def bench(rule_name, *wildcards):
@@ -156,6 +165,7 @@ rule all:
         f"{RESULTS}/claims.md",
         f"{RESULTS}/claims.png",
         f"{RESULTS}/overview.ipynb",
+        [] if REHEARSAL else f"{RECORD}/record.json",   # a rehearsal's numbers come from stand-ins
 
 
 REHEARSAL_ASSETS_CMD = " && ".join(f"OMP_NUM_THREADS=1 {PYM} papers.{p}.rehearsal_assets --out {ASSETS}/{p}"
@@ -206,6 +216,19 @@ rule claims_ledger:
     shell: "{PY} -m shared.claims --profile {params.profile} --results {RESULTS} --rule {rule} --plot {input.claims}"
 
 
+rule record:
+    """The record of this profile's run (RECORD/record.json and one <name>.md per table): the ledger's
+    verdicts and claims, each paper's headline tables (PAPER_RECORD_TABLES), the commits, the machine."""
+    input:
+        claims=f"{RESULTS}/claims.json",
+        tables=[f"{RESULTS}/{p}/tables/{t}.md" for p, names in PAPER_RECORD_TABLES.items() for t in names],
+    output: f"{RECORD}/record.json"
+    params:
+        tables=" ".join(f"--table {p}:{t}" for p, names in PAPER_RECORD_TABLES.items() for t in names),
+    benchmark: bench("record")
+    shell: "{PY} -m shared.record {RESULTS} --out {RECORD} {params.tables}"
+
+
 rule overview_notebook:
     """notebooks/overview.ipynb executed after every paper: all claims tables and figure links."""
     input:
@@ -249,7 +272,7 @@ onsuccess:
         _server.terminate()
     from shared.run_ending import ending
 
-    _ending = ending(RESULTS)   # the verdicts and where to read them (None for a partial target)
+    _ending = ending(RESULTS, record=RECORD)   # the verdicts and where to read them (None for a partial target)
     if _ending:
         print(_ending)
 
