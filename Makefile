@@ -1,5 +1,5 @@
-# make reproduce | make test | make smoke | make rehearse | make lab | make test-browser | make plan | make gpu-smoke. Each creates .venv and installs
-# on first use.
+# make reproduce | make test | make smoke | make rehearse | make lab | make report | make test-browser | make plan |
+# make gpu-smoke | make lock. Each creates .venv and installs on first use.
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -92,14 +92,25 @@ test-rehearsal: install
 test-fast: install
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not workflow"
 
-# JupyterLab in chromium (Selenium + Debian's chromium-driver, installed here when absent, as root):
-# every paper notebook run against the smoke results in $(SMOKE_RESULTS)/smoke (made first if
-# missing), one explorer slider moved; screenshots under results/browser/.
+# Chromium (Selenium + Debian's chromium-driver, installed here when absent, as root) on the smoke results
+# in $(SMOKE_RESULTS)/smoke (made first if missing): JupyterLab runs every paper notebook and moves one
+# explorer slider; the HTML report (make report) opens with every section rendered. Screenshots under
+# results/browser/.
 test-browser: install
 	@command -v chromedriver >/dev/null || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; }
-	$(VENV)/bin/snakemake --cores $(CORES) --config profile=smoke results=$(SMOKE_RESULTS)
+	$(MAKE) report PROFILE=smoke REPORT_RESULTS=$(abspath $(SMOKE_RESULTS))
 	REPRO_BROWSER=1 REPRO_SMOKE_RESULTS=$(abspath $(SMOKE_RESULTS)) $(PY) -m pytest -q tests/browser --durations=0
+
+# The HTML report of a profile's run, $(REPORT_RESULTS)/$(PROFILE)/report.html (snakemake --report): the
+# ledger and its forest plot, the overview notebook, each paper's executed notebook and headline figure,
+# one section each (Snakefile, report()). Runs whatever of the workflow is missing first.
+REPORT_RESULTS ?= results
+report: install
+	$(VENV)/bin/snakemake report_files --cores $(CORES) --config profile=$(PROFILE) results=$(REPORT_RESULTS)
+	$(VENV)/bin/snakemake report_files --cores 1 --report $(REPORT_RESULTS)/$(PROFILE)/report.html \
+		--config profile=$(PROFILE) results=$(REPORT_RESULTS)
+	@echo "Report: $(REPORT_RESULTS)/$(PROFILE)/report.html"
 
 lab: install
 	$(VENV)/bin/jupyter lab --no-browser --allow-root --ip=127.0.0.1 --port=$(LAB_PORT) \

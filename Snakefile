@@ -150,6 +150,26 @@ def slurm_training(trainer):
     return {**resources, "mpi": "srun"}, SRUN_TASKS
 
 
+# The HTML report (`make report`: `snakemake --report <results>/<profile>/report.html report_files`):
+# every output marked with report() appears in it, under its category (one section each): the ledger
+# and its forest plot (Ledger), the overview notebook (Overview), each paper's executed notebook as
+# HTML (category: the paper), and each paper's headline figure, which the paper marks in its rules.smk
+# with report_page (below), in its section, listed as "headline figure":
+#     HEADLINE = report_page(f"{RESULTS}/<paper>/figures/<name>.png", "<paper>", "headline figure",
+#                            "captions/<name>.rst")
+#     rule <paper>_<figure>:
+#         output: prov(HEADLINE, ...)
+# (report_page on a line of its own outside the rule: inside a rule snakemake reads a line that starts
+# with a name as a keyword; the caption is an RST file, a path relative to the rules file, e.g.
+# papers/<paper>/captions/<name>.rst). report/ holds the workflow's own captions.
+report: "report/workflow.rst"
+
+
+def report_page(path, category, page, caption):
+    """An output marked for the HTML report: in section `category`, listed as `page` (caption: an RST file)."""
+    return report(path, category=category, labels={"page": page}, caption=caption)
+
+
 for _paper in PAPERS:
     include: PAPERS_DIR / _paper / "rules.smk"
 include: "kernels/rules.smk"
@@ -203,13 +223,16 @@ rule paper_notebook:
         "{PY} -m shared.provenance {output[0]} --profile {PROFILE} --rule {rule}"
 
 
+FOREST_PLOT = report_page(f"{RESULTS}/claims.png", "Ledger", "forest plot", "report/forest_plot.rst")
+
+
 rule claims_ledger:
     """results/<profile>/claims.{json,md,png}: every claim decided by its interval (PASS / FAIL /
     INCONCLUSIVE / NOT RUN), with the audit's findings, and the forest plot of all of them."""
     input:
         claims=CLAIM_FILES,
         metrics=expand(f"{RESULTS}/{{paper}}/metrics.json", paper=[*PAPERS, "kernels"]),
-    output: prov(f"{RESULTS}/claims.json", f"{RESULTS}/claims.md", f"{RESULTS}/claims.png", f"{RESULTS}/claims.pdf")
+    output: prov(f"{RESULTS}/claims.json", f"{RESULTS}/claims.md", FOREST_PLOT, f"{RESULTS}/claims.pdf")
     params:   # a rehearsal decides nothing: its numbers come from stand-ins (every claim NOT RUN, values shown)
         profile="rehearsal" if REHEARSAL else PROFILE,
     benchmark: bench("claims_ledger")
@@ -242,6 +265,40 @@ rule overview_notebook:
         "{PAPERMILL} {input.nb} {output[0]} --cwd {RESULTS} "
         "-p profile {PROFILE} -p results_dir $(realpath {RESULTS}) > {log} 2>&1 && "
         "{PY} -m shared.provenance {output[0]} --profile {PROFILE} --rule {rule}"
+
+
+NBCONVERT = ("{PY} -m nbconvert --to html --log-level WARN {input} --output $(basename {output}) "
+             "--output-dir $(dirname {output})")
+
+
+rule ledger_html:
+    """The ledger (claims.md) as a page of the HTML report."""
+    input: f"{RESULTS}/claims.md"
+    output: report_page(f"{RESULTS}/claims.html", "Ledger", "claims ledger", "report/ledger.rst")
+    shell: "{PY} -m shared.report_html {input} {output}"
+
+
+rule paper_notebook_html:
+    """A paper's (or kernels') executed notebook as a page of the HTML report, in the paper's section."""
+    input: f"{RESULTS}/{{paper}}/{{paper}}.ipynb"
+    output: report_page(f"{RESULTS}/{{paper}}/{{paper}}.html", "{paper}", "executed notebook", "report/notebook.rst")
+    shell: NBCONVERT
+
+
+rule overview_html:
+    """The executed overview notebook as a page of the HTML report."""
+    input: f"{RESULTS}/overview.ipynb"
+    output: report_page(f"{RESULTS}/overview.html", "Overview", "executed notebook", "report/notebook.rst")
+    shell: NBCONVERT
+
+
+rule report_files:
+    """Every output of rule all and the report's HTML pages (`make report` builds this, then the report)."""
+    input:
+        rules.all.input,
+        f"{RESULTS}/claims.html",
+        f"{RESULTS}/overview.html",
+        expand(f"{RESULTS}/{{paper}}/{{paper}}.html", paper=[*PAPERS, "kernels"]),
 
 
 # The warm-start server's life is this run's (see WARM): up before the first job, down after the last;
