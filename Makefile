@@ -1,5 +1,5 @@
-# make reproduce | make test | make smoke | make rehearse | make lab | make test-browser | make plan | make gpu-smoke. Each creates .venv and installs
-# on first use.
+# make reproduce | make test | make smoke | make rehearse | make lab | make report | make test-browser | make plan |
+# make gpu-smoke | make lock. Each creates .venv and installs on first use.
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -16,17 +16,28 @@ export HF_HUB_OFFLINE = 1
 export WANDB_MODE ?= offline
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: plan gpu-smoke install reproduce bench-reproduce smoke rehearse rehearse-gpu test test-rehearsal test-fast test-browser lab clean
+.PHONY: plan gpu-smoke install lock report reproduce bench-reproduce smoke rehearse rehearse-gpu test test-rehearsal test-fast test-browser lab clean
 
 install: $(STAMP)
 
-# torch is installed first and pinned so pip takes the local CPU wheel, not a CUDA build.
-$(STAMP): pyproject.toml
+# Every package from requirements.lock, each checked against its hashes (torch: the local CPU wheel,
+# 2.13.0+cpu, not a CUDA build), the runtime and the test, lab, cluster and browser extras; then this
+# project itself, editable, with nothing more.
+$(STAMP): pyproject.toml requirements.lock
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[cluster,browser]' torch==2.13.0
+	$(PY) -m pip install --quiet --require-hashes --no-deps -r requirements.lock
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
+
+# requirements.lock from pyproject.toml (uv's resolver; the versions already locked are kept unless
+# pyproject.toml asks for others; LOCK_ARGS=--upgrade moves them all to the newest allowed).
+UV_VERSION ?= 0.13.9
+lock:
+	python3 -m venv .venv-lock && .venv-lock/bin/pip install --quiet uv==$(UV_VERSION)
+	.venv-lock/bin/uv pip compile pyproject.toml --extra test --extra lab --extra cluster --extra browser \
+		--generate-hashes --find-links /opt/wheels --python-version 3.11.7 --no-header --emit-find-links \
+		--annotation-style line -o requirements.lock $(LOCK_ARGS)
 
 reproduce: install
 	$(VENV)/bin/snakemake --cores $(CORES) --config profile=$(PROFILE)
@@ -81,14 +92,25 @@ test-rehearsal: install
 test-fast: install
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not workflow"
 
-# JupyterLab in chromium (Selenium + Debian's chromium-driver, installed here when absent, as root):
-# every paper notebook run against the smoke results in $(SMOKE_RESULTS)/smoke (made first if
-# missing), one explorer slider moved; screenshots under results/browser/.
+# Chromium (Selenium + Debian's chromium-driver, installed here when absent, as root) on the smoke results
+# in $(SMOKE_RESULTS)/smoke (made first if missing): JupyterLab runs every paper notebook and moves one
+# explorer slider; the HTML report (make report) opens with every section rendered. Screenshots under
+# results/browser/.
 test-browser: install
 	@command -v chromedriver >/dev/null || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; }
-	$(VENV)/bin/snakemake --cores $(CORES) --config profile=smoke results=$(SMOKE_RESULTS)
+	$(MAKE) report PROFILE=smoke REPORT_RESULTS=$(abspath $(SMOKE_RESULTS))
 	REPRO_BROWSER=1 REPRO_SMOKE_RESULTS=$(abspath $(SMOKE_RESULTS)) $(PY) -m pytest -q tests/browser --durations=0
+
+# The HTML report of a profile's run, $(REPORT_RESULTS)/$(PROFILE)/report.html (snakemake --report): the
+# ledger and its forest plot, the overview notebook, each paper's executed notebook and headline figure,
+# one section each (Snakefile, report()). Runs whatever of the workflow is missing first.
+REPORT_RESULTS ?= results
+report: install
+	$(VENV)/bin/snakemake report_files --cores $(CORES) --config profile=$(PROFILE) results=$(REPORT_RESULTS)
+	$(VENV)/bin/snakemake report_files --cores 1 --report $(REPORT_RESULTS)/$(PROFILE)/report.html \
+		--config profile=$(PROFILE) results=$(REPORT_RESULTS)
+	@echo "Report: $(REPORT_RESULTS)/$(PROFILE)/report.html"
 
 lab: install
 	$(VENV)/bin/jupyter lab --no-browser --allow-root --ip=127.0.0.1 --port=$(LAB_PORT) \

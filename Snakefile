@@ -43,6 +43,15 @@ CLAIM_FILES = sorted(str(p) for p in [*PAPERS_DIR.glob("*/claims.yaml"), Path("k
 
 PAPER_METRICS = {}   # paper -> its metric part files (results/<profile>/<paper>/metrics/<experiment>.json)
 PAPER_TARGETS = []   # figures and tables each paper declares
+# paper -> names of its headline tables (<results>/<profile>/<paper>/tables/<name>.md, made by its rules
+# from its metrics), which the results record carries; a paper that declares none is recorded by its
+# claims from the ledger (shared/record.py).
+PAPER_RECORD_TABLES = {}
+# The results record of this profile's run (rule record, shared/record.py): the tracked record/<profile>/
+# for a run into the default results folder; beside the results for any other (a test's or benchmark's
+# run leaves the tracked record alone). tools/readme_tables.py fills the READMEs' tables from it.
+RECORD = (f"record/{PROFILE}" if str(config.get("results", "results")).rstrip("/") == "results"
+          else f"{config['results']}/record/{PROFILE}")
 
 
 def bench(rule_name, *wildcards):
@@ -141,6 +150,26 @@ def slurm_training(trainer):
     return {**resources, "mpi": "srun"}, SRUN_TASKS
 
 
+# The HTML report (`make report`: `snakemake --report <results>/<profile>/report.html report_files`):
+# every output marked with report() appears in it, under its category (one section each): the ledger
+# and its forest plot (Ledger), the overview notebook (Overview), each paper's executed notebook as
+# HTML (category: the paper), and each paper's headline figure, which the paper marks in its rules.smk
+# with report_page (below), in its section, listed as "headline figure":
+#     HEADLINE = report_page(f"{RESULTS}/<paper>/figures/<name>.png", "<paper>", "headline figure",
+#                            "captions/<name>.rst")
+#     rule <paper>_<figure>:
+#         output: prov(HEADLINE, ...)
+# (report_page on a line of its own outside the rule: inside a rule snakemake reads a line that starts
+# with a name as a keyword; the caption is an RST file, a path relative to the rules file, e.g.
+# papers/<paper>/captions/<name>.rst). report/ holds the workflow's own captions.
+report: "report/workflow.rst"
+
+
+def report_page(path, category, page, caption):
+    """An output marked for the HTML report: in section `category`, listed as `page` (caption: an RST file)."""
+    return report(path, category=category, labels={"page": page}, caption=caption)
+
+
 for _paper in PAPERS:
     include: PAPERS_DIR / _paper / "rules.smk"
 include: "kernels/rules.smk"
@@ -156,6 +185,7 @@ rule all:
         f"{RESULTS}/claims.md",
         f"{RESULTS}/claims.png",
         f"{RESULTS}/overview.ipynb",
+        [] if REHEARSAL else f"{RECORD}/record.json",   # a rehearsal's numbers come from stand-ins
 
 
 REHEARSAL_ASSETS_CMD = " && ".join(f"OMP_NUM_THREADS=1 {PYM} papers.{p}.rehearsal_assets --out {ASSETS}/{p}"
@@ -193,17 +223,33 @@ rule paper_notebook:
         "{PY} -m shared.provenance {output[0]} --profile {PROFILE} --rule {rule}"
 
 
+FOREST_PLOT = report_page(f"{RESULTS}/claims.png", "Ledger", "forest plot", "report/forest_plot.rst")
+
+
 rule claims_ledger:
     """results/<profile>/claims.{json,md,png}: every claim decided by its interval (PASS / FAIL /
     INCONCLUSIVE / NOT RUN), with the audit's findings, and the forest plot of all of them."""
     input:
         claims=CLAIM_FILES,
         metrics=expand(f"{RESULTS}/{{paper}}/metrics.json", paper=[*PAPERS, "kernels"]),
-    output: prov(f"{RESULTS}/claims.json", f"{RESULTS}/claims.md", f"{RESULTS}/claims.png", f"{RESULTS}/claims.pdf")
+    output: prov(f"{RESULTS}/claims.json", f"{RESULTS}/claims.md", FOREST_PLOT, f"{RESULTS}/claims.pdf")
     params:   # a rehearsal decides nothing: its numbers come from stand-ins (every claim NOT RUN, values shown)
         profile="rehearsal" if REHEARSAL else PROFILE,
     benchmark: bench("claims_ledger")
     shell: "{PY} -m shared.claims --profile {params.profile} --results {RESULTS} --rule {rule} --plot {input.claims}"
+
+
+rule record:
+    """The record of this profile's run (RECORD/record.json and one <name>.md per table): the ledger's
+    verdicts and claims, each paper's headline tables (PAPER_RECORD_TABLES), the commits, the machine."""
+    input:
+        claims=f"{RESULTS}/claims.json",
+        tables=[f"{RESULTS}/{p}/tables/{t}.md" for p, names in PAPER_RECORD_TABLES.items() for t in names],
+    output: f"{RECORD}/record.json"
+    params:
+        tables=" ".join(f"--table {p}:{t}" for p, names in PAPER_RECORD_TABLES.items() for t in names),
+    benchmark: bench("record")
+    shell: "{PY} -m shared.record {RESULTS} --out {RECORD} {params.tables}"
 
 
 rule overview_notebook:
@@ -219,6 +265,40 @@ rule overview_notebook:
         "{PAPERMILL} {input.nb} {output[0]} --cwd {RESULTS} "
         "-p profile {PROFILE} -p results_dir $(realpath {RESULTS}) > {log} 2>&1 && "
         "{PY} -m shared.provenance {output[0]} --profile {PROFILE} --rule {rule}"
+
+
+NBCONVERT = ("{PY} -m nbconvert --to html --log-level WARN {input} --output $(basename {output}) "
+             "--output-dir $(dirname {output})")
+
+
+rule ledger_html:
+    """The ledger (claims.md) as a page of the HTML report."""
+    input: f"{RESULTS}/claims.md"
+    output: report_page(f"{RESULTS}/claims.html", "Ledger", "claims ledger", "report/ledger.rst")
+    shell: "{PY} -m shared.report_html {input} {output}"
+
+
+rule paper_notebook_html:
+    """A paper's (or kernels') executed notebook as a page of the HTML report, in the paper's section."""
+    input: f"{RESULTS}/{{paper}}/{{paper}}.ipynb"
+    output: report_page(f"{RESULTS}/{{paper}}/{{paper}}.html", "{paper}", "executed notebook", "report/notebook.rst")
+    shell: NBCONVERT
+
+
+rule overview_html:
+    """The executed overview notebook as a page of the HTML report."""
+    input: f"{RESULTS}/overview.ipynb"
+    output: report_page(f"{RESULTS}/overview.html", "Overview", "executed notebook", "report/notebook.rst")
+    shell: NBCONVERT
+
+
+rule report_files:
+    """Every output of rule all and the report's HTML pages (`make report` builds this, then the report)."""
+    input:
+        rules.all.input,
+        f"{RESULTS}/claims.html",
+        f"{RESULTS}/overview.html",
+        expand(f"{RESULTS}/{{paper}}/{{paper}}.html", paper=[*PAPERS, "kernels"]),
 
 
 # The warm-start server's life is this run's (see WARM): up before the first job, down after the last;
@@ -249,7 +329,7 @@ onsuccess:
         _server.terminate()
     from shared.run_ending import ending
 
-    _ending = ending(RESULTS)   # the verdicts and where to read them (None for a partial target)
+    _ending = ending(RESULTS, record=RECORD)   # the verdicts and where to read them (None for a partial target)
     if _ending:
         print(_ending)
 

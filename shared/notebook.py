@@ -17,12 +17,21 @@ class NotRunYet(RuntimeError):
         return [str(self)]
 
 
-def require_results(results_dir: str | Path, paper: str, profile: str) -> Path:
-    """`results_dir` when its `metrics.json` exists; else NotRunYet naming the command that writes it."""
+def require_results(results_dir: str | Path, paper: str, profile: str, needs: str = "metrics.json") -> Path:
+    """`results_dir` when `results_dir/needs` exists; else NotRunYet naming the command that writes it.
+
+    Every notebook calls it in the first code cell after its parameters (papermill injects its own
+    parameters right after that cell, so the check reads the folder the workflow passed)."""
     results_dir = Path(results_dir)
-    if not (results_dir / "metrics.json").is_file():
-        raise NotRunYet(f"{paper}: no results at {results_dir} yet; run `make reproduce` (all papers) or "
-                        f"`snakemake --cores 2 --config profile={profile} {results_dir}/metrics.json` first")
+    if not (results_dir / needs).is_file():
+        shown = results_dir
+        try:   # a folder inside the repository is named from its root, where snakemake runs
+            shown = results_dir.resolve().relative_to(Path(__file__).resolve().parents[1])
+        except ValueError:
+            pass
+        make = "make reproduce" + ("" if profile == "tiny" else f" PROFILE={profile}")
+        raise NotRunYet(f"{paper}: no results at {shown} yet; run `{make}` (all papers) or "
+                        f"`snakemake --cores 2 --config profile={profile} {shown}/{needs}` first")
     return results_dir
 
 

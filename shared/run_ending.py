@@ -11,9 +11,9 @@ from types import SimpleNamespace
 from .claims_report import summary_line
 
 
-def ending(results: str | Path) -> str | None:
+def ending(results: str | Path, record: str | Path | None = None) -> str | None:
     """The closing lines for the run under `results` (a profile's folder, e.g. results/tiny), or None
-    when it has no ledger (a partial target)."""
+    when it has no ledger (a partial target); `record`: the run's record folder (shared/record.py)."""
     results = Path(results)
     ledger = results / "claims.json"
     if not ledger.is_file():
@@ -25,6 +25,8 @@ def ending(results: str | Path) -> str | None:
     lines = [f"Verdicts at profile {data.get('profile', results.name)} (paper claims decide; the rest are checks):"]
     lines += [f"  {p:<{width}}  {summary_line([r for r in rows if r.paper == p])}" for p in papers]
     lines.append(f"Ledger: {results / 'claims.md'} (and claims.png, the forest plot)")
+    if record is not None and (Path(record) / "record.json").is_file():
+        lines.append(f"Record: {Path(record) / 'record.json'} (README tables: python tools/readme_tables.py)")
     report = results / "report.html"
     if report.is_file():
         lines.append(f"Report: {report}")

@@ -43,6 +43,10 @@ def check_run(results: Path, papers: list[str]):
             assert side.is_file(), f"no provenance sidecar for {art}"
             rec = json.loads(side.read_text())
             assert rec["profile"] == "smoke" and rec["rule"], rec
+    # the run's record, beside the results of a run into another folder than the default
+    record = json.loads((results / "record/smoke/record.json").read_text())
+    assert record["profile"] == "smoke" and "verdicts" in record["tables"]
+    assert {f"{p}.claims" for p in papers} <= set(record["tables"])
     checked = nbval(notebooks)
     assert checked.returncode == 0, checked.stdout[-3000:]
     again = snakemake(results, dry=True, papers_dir=None if papers != ["toy"] else FIXTURE_PAPERS)
@@ -61,6 +65,7 @@ def test_fixture_paper_workflow(tmp_path):
     assert "Verdicts at profile smoke" in log, log[-2000:]
     assert re.search(r"^  toy +paper claims 1 PASS · 1 FAIL · 0 INCONCLUSIVE; floors 0/1 PASS, 1 INCONCLUSIVE", log, re.M), log[log.index("Verdicts"):][:800]
     assert f"Ledger: {tmp_path / 'smoke/claims.md'}" in log
+    assert f"Record: {tmp_path / 'record/smoke/record.json'}" in log
     # an nbval re-run that gives different numbers must fail: tamper with the metrics under the notebook
     metrics = tmp_path / "smoke/toy/metrics.json"
     data = json.loads(metrics.read_text())

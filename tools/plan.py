@@ -31,7 +31,7 @@ PAPERS = ("p2l", "everest", "e2gan", "freebind", "mmp")
 JOB = re.compile(r"^(?:local)?rule (\w+):$(.*?)^ +resources: (.*?)$.*?^Shell command: (.*?)$", re.S | re.M)
 # Bookkeeping rules (no paper shape behind them): single-thread CPU seconds, stated from the tiny
 # and rehearsal benchmarks' order of magnitude (a ledger or a notebook over a finished run's files).
-STATED_CPU_S = {"paper_metrics": 10, "claims_ledger": 60, "paper_notebook": 300, "overview_notebook": 120,
+STATED_CPU_S = {"paper_metrics": 10, "claims_ledger": 60, "record": 10, "paper_notebook": 300, "overview_notebook": 120,
                 "kernels_notebook": 300, "kernels_interpreter_bench": 300}
 
 
