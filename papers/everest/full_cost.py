@@ -5,7 +5,7 @@ meta device: the configured encoder's blocks over the tokens each arm keeps (pre
 tokens in the encoder, visible ∪ target in the decoder; fine-tuning: every token or the kept top
 share), ×3 for forward + backward, explicit attention as the trainings run it. GPU memory = fp32
 weights, grads and AdamW moments + the saved activations of one batch. Video decoding is the host
-floor: PyAV in the training process, DECODE_S_PER_CLIP per clip (stated, from the issue's 1.5–3 s per
+floor: PyAV in the training process, DECODE_S_PER_CLIP per clip (stated: 1.5–3 s per
 step of 24 clips) divided by the loader workers the config sets (`data.workers`, 0 when absent).
 """
 from __future__ import annotations

@@ -15,7 +15,7 @@ from .projector import MoP, ProjectorBank, l2norm, mix
 from .spaces import info_nce
 
 Emb = Mapping[str, torch.Tensor]
-# the 7 MoP members: which unimodal pools seed each pseudo dataset (brief §1)
+# the 7 MoP members: which unimodal pools seed each pseudo dataset
 MOP_POOLS = {"mix": ("audio", "text", "image"), "A": ("audio",), "T": ("text",), "V": ("image",),
              "AT": ("audio", "text"), "AV": ("audio", "image"), "TV": ("text", "image")}
 

@@ -10,7 +10,7 @@ item; retrieval rows are the ground-truth pairs; several captions per item go in
 line; prompts use CLIP-style templates of the classified modality [recon]: "a sound of {}" for
 audio, "a photo of {}" for images). Writes `<out>/<dataset>/<space>_<modality>.npy`,
 `<space>_prompts.npy`, `labels.npy`, `classes.txt` and (with several captions) `caption_item.npy`
-in the layout `papers.freebind.full` reads. Encoders (brief §4, not installed by default):
+in the layout `papers.freebind.full` reads. Encoders (not installed by default):
 
 - ImageBind-Huge: `imagebind.models.imagebind_model.imagebind_huge(pretrained=True)` with
   `imagebind.data.load_and_transform_{audio_data,vision_data,text}`, checkpoint imagebind_huge.pth;

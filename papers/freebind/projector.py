@@ -27,7 +27,7 @@ def mix(x: torch.Tensor, y: torch.Tensor, lam: float) -> torch.Tensor:
 
 
 class Projector(nn.Module):
-    """Linear → BN → ReLU → Linear → BN → L2-normalise (brief §1)."""
+    """Linear → BN → ReLU → Linear → BN → L2-normalise."""
 
     def __init__(self, d_in: int, d_out: int, hidden: int = 2048):
         super().__init__()

@@ -1,4 +1,4 @@
-"""The synthetic multimodal world of brief §3 (tiny and smoke profiles).
+"""The synthetic multimodal world (tiny and smoke profiles).
 
 Each event has a class c (10 digits), a visual-only colour (5 values), an audio-only envelope
 (5 values) and a shared intensity t ~ U(0.3, 1). From an event:

@@ -1,4 +1,4 @@
-"""Synthetic multimodal survival cohort (brief §3), site-disjoint folds, and the breast-cancer set.
+"""Synthetic multimodal survival cohort, site-disjoint folds, and the breast-cancer set.
 
 Generator (all draws from one seed):
 - K morphologies with centres c_k ~ N(0, s² I_d) and noise σ_k; each site has a shift δ_site ~ N(0, s_site² I_d).

@@ -5,7 +5,7 @@ Every model maps a batch {"hist": [B, C, 2d+1] PANTHER tokens, "genes": [B, G] z
 "bags": [N_i, d] patch features, a list or a lazily read `bags.SlideBags`} to `n_out` outputs per
 patient (1: Cox log-risk η; n_bins: NLL hazard logits).
 
-MMP-Trans (brief §1). Pathway tokens from one SNN per pathway, histology tokens Linear(2d+1 → D);
+MMP-Trans. Pathway tokens from one SNN per pathway, histology tokens Linear(2d+1 → D);
 each of the T = P + C tokens gets a learnable code (N(0,1)) appended, d_model = D + D_code. One layer:
     LN → Q, K, V = Linear(d_model → 3·A, no bias), scale A^-½
     A_P = softmax([Q_P K_Pᵀ, Q_P K_Hᵀ]),  A_H = softmax([softmax(Q_H K_Pᵀ), Q_H K_Hᵀ])   (double softmax [code])

@@ -1,4 +1,4 @@
-"""PANTHER aggregation: histology prototypes and one MAP-EM step of a diagonal GMM (brief §1).
+"""PANTHER aggregation: histology prototypes and one MAP-EM step of a diagonal GMM.
 
 Prototypes m_c (c = 1..C) are K-means centres of training-fold patch features. A bag X = {x_n}
 is summarised by a diagonal Gaussian mixture started at π_c = 1/C, μ_c = m_c, Σ_c = ε·1:
