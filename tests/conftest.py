@@ -90,3 +90,20 @@ def pytest_collection_modifyitems(config, items):
     """The slow tests that hardly use a core run first (a stable sort), so that under `make test`'s two
     workers their wall time overlaps the others instead of ending the run alone."""
     items.sort(key=lambda item: not item.nodeid.startswith(FIRST))
+
+
+def headless_chromium(window_size: str, *extra_args: str):
+    """A headless Chromium WebDriver for the browser tests; stops the test in one line without chromium."""
+    import shutil
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    binary, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (binary and chromedriver):
+        pytest.fail("chromium / chromedriver missing: `make test-browser` installs Debian's chromium-driver")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = binary
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--window-size={window_size}",
+                "--disable-gpu", *extra_args):
+        opts.add_argument(arg)
+    return webdriver.Chrome(service=Service(chromedriver), options=opts)

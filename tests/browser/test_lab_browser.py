@@ -6,7 +6,6 @@ under results/browser/.
 """
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, WORKFLOW_ENV
+from conftest import REPO, WORKFLOW_ENV, headless_chromium
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.environ.get("REPRO_BROWSER"), reason="run by `make test-browser`")]
@@ -61,18 +60,7 @@ def lab():
 
 @pytest.fixture(scope="module")
 def driver():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    binary, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
-    if not (binary and chromedriver):
-        pytest.fail("chromium / chromedriver missing: `make test-browser` installs Debian's chromium-driver")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = binary
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1200",
-                "--disable-gpu"):
-        opts.add_argument(arg)
-    d = webdriver.Chrome(service=Service(chromedriver), options=opts)
+    d = headless_chromium("1400,1200")
     d.set_script_timeout(30)
     yield d
     d.quit()

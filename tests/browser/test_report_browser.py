@@ -4,13 +4,12 @@ each paper) lists its pages, each of which renders: a notebook or the ledger as 
 figure as a loaded image. A screenshot of the first screen and one per section under results/browser/.
 """
 import os
-import shutil
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, headless_chromium
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.environ.get("REPRO_BROWSER"), reason="run by `make test-browser`")]
@@ -30,18 +29,7 @@ def report() -> Path:
 
 @pytest.fixture(scope="module")
 def driver():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    binary, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
-    if not (binary and chromedriver):
-        pytest.fail("chromium / chromedriver missing: `make test-browser` installs Debian's chromium-driver")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = binary
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000",
-                "--disable-gpu", "--disable-background-networking"):
-        opts.add_argument(arg)
-    d = webdriver.Chrome(service=Service(chromedriver), options=opts)
+    d = headless_chromium("1400,1000", "--disable-background-networking")
     yield d
     d.quit()
 
