@@ -267,8 +267,7 @@ rule overview_notebook:
         "{PY} -m shared.provenance {output[0]} --profile {PROFILE} --rule {rule}"
 
 
-NBCONVERT = ("{PY} -m nbconvert --to html --log-level WARN {input} --output $(basename {output}) "
-             "--output-dir $(dirname {output})")
+NBCONVERT = "{PY} -m shared.report_html {input} {output}"   # nbconvert's HTML, large figures as JPEG
 
 
 rule ledger_html:
