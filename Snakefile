@@ -241,7 +241,8 @@ rule claims_ledger:
 
 rule record:
     """The record of this profile's run (RECORD/record.json and one <name>.md per table): the ledger's
-    verdicts and claims, each paper's headline tables (PAPER_RECORD_TABLES), the commits, the machine."""
+    verdicts and claims, each paper's headline tables (PAPER_RECORD_TABLES) and CPU per job, the commits,
+    the machine."""
     input:
         claims=f"{RESULTS}/claims.json",
         tables=[f"{RESULTS}/{p}/tables/{t}.md" for p, names in PAPER_RECORD_TABLES.items() for t in names],

@@ -38,6 +38,7 @@ EV_KNOB_FINETUNE = {"videomae": "videomae", "everest_full": "everest", "everest"
 # the budget curve: VideoMAE and EVEREST pre-trained again at its shorter lengths and fine-tuned from them
 EV_BUDGET = ["videomae", "everest"]
 
+PAPER_RECORD_TABLES["everest"] = ["accuracy"]   # the results record's tables (Snakefile)
 PAPER_METRICS["everest"] = (
     [f"{EV}/metrics/pretrain_{a}.json" for a in EV_PRETRAIN]
     + [f"{EV}/metrics/finetune_{a}.json" for a in EV_FINETUNE]
