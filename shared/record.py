@@ -125,7 +125,7 @@ def cost_table(results: Path, paper: str) -> str | None:
     return markdown_table(["job", "rule", "CPU s", "wall s", "warm start"], [
         *([r["job"], f"`{r['rule']}`", f"{r['cpu']:.1f}", f"{r['wall']:.0f}", "yes" if r["warm"] else "no"]
           for r in rows),
-        [f"**all {len(rows)} jobs**", "", f"**{total_cpu:.0f}** ({total_cpu / 60:.1f} min)", f"{total_wall:.0f}", ""]])
+        [f"**all {len(rows)} job{'s' if len(rows) != 1 else ''}**", "", f"**{total_cpu:.0f}** ({total_cpu / 60:.1f} min)", f"{total_wall:.0f}", ""]])
 
 
 def machine() -> dict[str, Any]:
