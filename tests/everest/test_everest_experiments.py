@@ -99,7 +99,7 @@ def test_every_arm_chooses_its_lr_from_one_grid_on_validation_clips(tmp_path, mo
     calls = []
     scores = {0.003: 40.0, 0.01: 55.0, 0.03: 55.0}
 
-    def fake(run, arm, snapshot, prune, seed, subdir, cfg=None, point=None, steps=None, val=False):
+    def fake(run, arm, snapshot, prune, seed, subdir, cfg=None, point=None, steps=None, val=False, world=None):
         lr = float(cfg.finetune.lr)
         calls.append((seed, lr, subdir, val))
         return {"top1": 100 * seed + 1000 * lr, "val_top1": scores[lr], "loss": 0.0, "tokens": 128, "schedule": {}}
