@@ -6,7 +6,9 @@ P2L = f"{RESULTS}/p2l"
 P2L_CFG = _p2l_load_config("papers/p2l/config.yaml", PROFILE, overlay=rehearsal_template("p2l"))
 P2L_TASKS = list(P2L_CFG["main_tasks"])
 _P2L_TINY_PRIOR = not P2L_CFG["full"]["sd_path"]   # the tiny world: a trained prior, its classifier, its gate
-P2L_PRIOR = [f"{P2L}/metrics/{e}.json" for e in ("train_classifier", "train_prior")] if _P2L_TINY_PRIOR else []
+P2L_PRIORS = int(P2L_CFG.get("priors", 1)) if _P2L_TINY_PRIOR else 1   # each from its own seed: the outer unit
+P2L_PRIOR = ([f"{P2L}/metrics/{e}.json" for e in ("train_classifier", "train_prior")]
+             + [f"{P2L}/metrics/train_prior_{k}.json" for k in range(1, P2L_PRIORS)]) if _P2L_TINY_PRIOR else []
 P2L_GATE = [f"{P2L}/metrics/prior_gate.json"] if _P2L_TINY_PRIOR else []
 P2L_PARTS = [f"{P2L}/metrics/main_{t}.json" for t in P2L_TASKS]
 
@@ -43,6 +45,17 @@ rule p2l_prior:
     priority: 600
     threads: 1
     shell: experiment_cmd("p2l", "train_prior")
+
+
+rule p2l_prior_replica:
+    """Prior k > 0 (from seed + k), beside the first."""
+    input: paper_config("p2l")
+    output: prov(f"{P2L}/metrics/train_prior_{{k}}.json")
+    wildcard_constraints: k=r"[1-9]"
+    benchmark: bench("p2l_prior_replica", "k")
+    priority: 600
+    threads: 1
+    shell: experiment_cmd("p2l", "train_prior_{wildcards.k}")
 
 
 rule p2l_prior_gate:

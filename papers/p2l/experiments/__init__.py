@@ -1,7 +1,8 @@
 """The experiments, one module per product (`python -m papers.p2l <experiment> --profile P --out DIR`).
 
 train_classifier  the attribute classifier on the training images (tiny profile; the prior's gate reads it)
-train_prior   VAE → latents → text encoder + UNet, saved as a diffusers pipeline (tiny profile)
+train_prior   VAE → latents → text encoder + UNet, saved as a diffusers pipeline (tiny profile); train_prior_<k>
+              the k-th replica, from seed + k (the priors are the outer unit of the paper claims)
 prior_gate    the prior follows its captions: classifier accuracy on CFG samples, null-caption frequencies
 main_<task>   per task: equal-budget tuning of ρ on the validation split, then every method on
               the held-out split (PSNR, SSIM, off-range, prompt cosine per image; FD proxy; trajectories)
@@ -31,7 +32,10 @@ from .references import floors
 from .steps_check import steps_check
 from .task_solutions import main_task
 
+MAX_PRIORS = 8   # train_prior_1 ... train_prior_7: the replicas a profile's `priors` may ask for
+
 EXPERIMENTS = {"train_classifier": train_attribute_classifier, "train_prior": train_prior, "prior_gate": prior_gate,
+               **{f"train_prior_{k}": partial(train_prior, prior=k) for k in range(1, MAX_PRIORS)},
                **{f"main_{t}": partial(main_task, task=t) for t in TASKS}, "main_table": main_table,
                "floors": floors, "ablation": ablation, "steps_check": steps_check,
                "severity_knob": severity_knob}
