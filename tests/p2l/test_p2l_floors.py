@@ -21,7 +21,7 @@ CONFIG = Path(__file__).resolve().parents[2] / "papers" / "p2l" / "config.yaml"
 
 @pytest.fixture(scope="module")
 def cfg():
-    return load_config(CONFIG, "smoke")
+    return load_config(CONFIG, "smoke", ["priors=1"])
 
 
 def _main_task_inputs(cfg, task, out, monkeypatch) -> list[tuple]:
@@ -34,8 +34,8 @@ def _main_task_inputs(cfg, task, out, monkeypatch) -> list[tuple]:
         return (x, 1, 1.0, {"step": [], "t": [], "off_range": [], "prompt_cos": [], "null_cos": []}, {},
                 {"nfe": 1, "decoder": 1, "encoder": 0})
 
-    monkeypatch.setattr(T, "load_prior", lambda cfg_, out_: None)
-    monkeypatch.setattr(T, "load_classifier", lambda cfg_, out_: None)
+    monkeypatch.setattr(T, "load_prior", lambda cfg_, out_, prior=0: None)
+    monkeypatch.setattr(T, "load_classifier", lambda cfg_, out_, prior=0: None)
     monkeypatch.setattr(T, "_solve_batches", record)
     monkeypatch.setattr(TU, "_solve_batches", record)       # the tuning runs
     T.main_task(Run("p2l", f"main_{task}", cfg, out), task)
@@ -53,7 +53,7 @@ def test_floors_see_the_main_tables_images_and_noise(cfg, task, tmp_path, monkey
         assert seed_main == seed
         assert torch.equal(y_main, y), method         # the same images, order and noise, bit for bit
     # and the floors experiment itself scores its arms against those images, from that y
-    cfg_one = load_config(CONFIG, "smoke", [f"main_tasks=[{task}]"])
+    cfg_one = load_config(CONFIG, "smoke", [f"main_tasks=[{task}]", "priors=1"])
     monkeypatch.setattr(R, "ceilings", lambda *a: {})      # no trained prior here
     result = R.floors(Run("p2l", "floors", cfg_one, tmp_path))
     k, n = cfg.data.noise_seeds, cfg.data.n_test
@@ -119,8 +119,8 @@ def test_main_task_averages_the_noise_draws_per_image(cfg, tmp_path, monkeypatch
                 {"step": [], "t": [], "off_range": [], "prompt_cos": [], "null_cos": []}, records,
                 {"nfe": 1, "decoder": 1, "encoder": 0})
 
-    monkeypatch.setattr(T, "load_prior", lambda cfg_, out_: None)
-    monkeypatch.setattr(T, "load_classifier", lambda cfg_, out_: None)
+    monkeypatch.setattr(T, "load_prior", lambda cfg_, out_, prior=0: None)
+    monkeypatch.setattr(T, "load_classifier", lambda cfg_, out_, prior=0: None)
     monkeypatch.setattr(T, "_solve_batches", solve_as_measurement)
     monkeypatch.setattr(TU, "_solve_batches", solve_as_measurement)
     res = T.main_task(Run("p2l", "main_gblur", cfg, tmp_path), "gblur")
