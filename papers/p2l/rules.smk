@@ -139,3 +139,45 @@ rule p2l_severity_knob:
     priority: 150
     threads: 1
     shell: experiment_cmd("p2l", "severity_knob")
+
+
+# The pixel-space comparison (the tiny world only): DPS with a pixel prior per latent prior's seed.
+P2L_PIXEL_PRIOR = ([f"{P2L}/metrics/train_pixel_prior.json"]
+                   + [f"{P2L}/metrics/train_pixel_prior_{k}.json" for k in range(1, P2L_PRIORS)]) if _P2L_TINY_PRIOR else []
+P2L_PIXEL = [f"{P2L}/metrics/pixel_dps.json"] if _P2L_TINY_PRIOR else []
+PAPER_METRICS["p2l"] += P2L_PIXEL_PRIOR + P2L_PIXEL
+PAPER_TARGETS.extend(prov(*[f"{P2L}/tables/{k}.md" for k in ("pixel_dps", "pixel_dps_tuning") if P2L_PIXEL]))
+
+
+rule p2l_pixel_prior:
+    """Pixel prior k (seed + k): an unconditional UNet2DModel at the LDM's steps and batch size."""
+    input: paper_config("p2l")
+    output: prov(f"{P2L}/metrics/train_pixel_prior.json")
+    benchmark: bench("p2l_pixel_prior")
+    priority: 500
+    threads: 1
+    shell: experiment_cmd("p2l", "train_pixel_prior")
+
+
+rule p2l_pixel_prior_replica:
+    input: paper_config("p2l")
+    output: prov(f"{P2L}/metrics/train_pixel_prior_{{k}}.json")
+    wildcard_constraints: k=r"[1-9]"
+    benchmark: bench("p2l_pixel_prior_replica", "k")
+    priority: 500
+    threads: 1
+    shell: experiment_cmd("p2l", "train_pixel_prior_{wildcards.k}")
+
+
+rule p2l_pixel_dps:
+    """DPS in pixel space on the main table's test problems (ζ tuned with the equal budget), beside the
+    latent solvers' per-image SSIM and PSNR (hence the task parts and the latent prior as inputs)."""
+    input: paper_config("p2l"), P2L_PIXEL_PRIOR, P2L_PRIOR, P2L_PARTS
+    output:
+        prov(f"{P2L}/metrics/pixel_dps.json",
+             *[f"{P2L}/tables/{k}.{e}" for k in ("pixel_dps", "pixel_dps_tuning", "pixel_dps_per_image")
+               for e in ("csv", "md")])
+    benchmark: bench("p2l_pixel_dps")
+    priority: 20
+    threads: 1
+    shell: experiment_cmd("p2l", "pixel_dps")

@@ -11,6 +11,9 @@ floors        per task, two prior-free arms on the main table's test images and 
               itself on the image grid, and P2L's proximal data-consistency solve started from zero
 ablation      prompt tuning / projection on and off, proximal vs gluing, K and τ
 severity_knob the SR factor 2 → 4 → 8: LDPS and P2L, each tuned at every factor
+train_pixel_prior  the pixel-space prior of the DPS comparison (UNet2DModel, the LDM's steps and batch
+              size); train_pixel_prior_<k> from seed + k
+pixel_dps     DPS with the pixel prior on the main table's test problems, ζ tuned with the equal budget
 
 Per-image metrics are written as `shared.samples.sample(values, "image")`: every method sees the same
 test images in the same order, the same measurement noise and the same initial latents (batch b is
@@ -25,6 +28,7 @@ from functools import partial
 
 from .ablation import ablation
 from .knob import severity_knob
+from .pixel_dps import pixel_dps as pixel_comparison, train_pixel_prior_job   # the module keeps its name
 from .main_table import main_table
 from .prior import prior_gate, train_attribute_classifier, train_prior
 from .problems import TASKS, load_classifier, load_images, load_prior
@@ -38,6 +42,8 @@ EXPERIMENTS = {"train_classifier": train_attribute_classifier, "train_prior": tr
                **{f"train_prior_{k}": partial(train_prior, prior=k) for k in range(1, MAX_PRIORS)},
                **{f"main_{t}": partial(main_task, task=t) for t in TASKS}, "main_table": main_table,
                "floors": floors, "ablation": ablation, "steps_check": steps_check,
-               "severity_knob": severity_knob}
+               "severity_knob": severity_knob, "train_pixel_prior": train_pixel_prior_job,
+               **{f"train_pixel_prior_{k}": partial(train_pixel_prior_job, prior=k) for k in range(1, MAX_PRIORS)},
+               "pixel_dps": pixel_comparison}
 
 __all__ = ["EXPERIMENTS", "load_classifier", "load_images", "load_prior"]
