@@ -47,6 +47,7 @@ PAPER_TARGETS = []   # figures and tables each paper declares
 # from its metrics), which the results record carries; a paper that declares none is recorded by its
 # claims from the ledger (shared/record.py).
 PAPER_RECORD_TABLES = {}
+PAPER_HEADLINE_FIGURE = {}   # paper -> its main figure (a PNG its rules write), shown in the HTML report
 # The results record of this profile's run (rule record, shared/record.py): the tracked record/<profile>/
 # for a run into the default results folder; beside the results for any other (a test's or benchmark's
 # run leaves the tracked record alone). tools/readme_tables.py fills the READMEs' tables from it.
@@ -152,16 +153,11 @@ def slurm_training(trainer):
 
 # The HTML report (`make report`: `snakemake --report <results>/<profile>/report.html report_files`):
 # every output marked with report() appears in it, under its category (one section each): the ledger
-# and its forest plot (Ledger), the overview notebook (Overview), each paper's executed notebook as
-# HTML (category: the paper), and each paper's headline figure, which the paper marks in its rules.smk
-# with report_page (below), in its section, listed as "headline figure":
-#     HEADLINE = report_page(f"{RESULTS}/<paper>/figures/<name>.png", "<paper>", "headline figure",
-#                            "captions/<name>.rst")
-#     rule <paper>_<figure>:
-#         output: prov(HEADLINE, ...)
-# (report_page on a line of its own outside the rule: inside a rule snakemake reads a line that starts
-# with a name as a keyword; the caption is an RST file, a path relative to the rules file, e.g.
-# papers/<paper>/captions/<name>.rst). report/ holds the workflow's own captions.
+# and its forest plot (Ledger), the overview notebook (Overview), and in each paper's section its executed
+# notebook as HTML, its headline (rule paper_headline_claims: its paper claims and floors, each interval
+# against its test, from the ledger) and its main figure, which the paper names in its rules.smk:
+#     PAPER_HEADLINE_FIGURE["<paper>"] = f"{RESULTS}/<paper>/figures/<name>.png"   # a figure its rules write
+# (rule paper_headline_figure puts a copy of it on the paper's page). report/ holds the captions.
 report: "report/workflow.rst"
 
 
@@ -241,7 +237,8 @@ rule claims_ledger:
 
 rule record:
     """The record of this profile's run (RECORD/record.json and one <name>.md per table): the ledger's
-    verdicts and claims, each paper's headline tables (PAPER_RECORD_TABLES), the commits, the machine."""
+    verdicts and claims, each paper's headline tables (PAPER_RECORD_TABLES) and CPU per job, the commits,
+    the machine."""
     input:
         claims=f"{RESULTS}/claims.json",
         tables=[f"{RESULTS}/{p}/tables/{t}.md" for p, names in PAPER_RECORD_TABLES.items() for t in names],
@@ -291,6 +288,24 @@ rule overview_html:
     shell: NBCONVERT
 
 
+rule paper_headline_claims:
+    """A paper's headline in the HTML report: its paper claims and floors from the ledger, each 90%
+    interval against its test's region (shared/claims_plot.py)."""
+    input: f"{RESULTS}/claims.json"
+    output:
+        report_page(f"{RESULTS}/{{paper}}/headline_claims.png", "{paper}", "headline: claims and floors",
+                    "report/headline_claims.rst"),
+        f"{RESULTS}/{{paper}}/headline_claims.pdf",
+    shell: "{PY} -m shared.claims_plot {input} --paper {wildcards.paper} --out {output[0]}"
+
+
+rule paper_headline_figure:
+    """A paper's main figure (PAPER_HEADLINE_FIGURE) on its page of the HTML report."""
+    input: lambda wc: PAPER_HEADLINE_FIGURE[wc.paper]
+    output: report_page(f"{RESULTS}/{{paper}}/headline_figure.png", "{paper}", "main figure", "report/headline_figure.rst")
+    shell: "cp {input} {output}"
+
+
 rule report_files:
     """Every output of rule all and the report's HTML pages (`make report` builds this, then the report)."""
     input:
@@ -298,6 +313,8 @@ rule report_files:
         f"{RESULTS}/claims.html",
         f"{RESULTS}/overview.html",
         expand(f"{RESULTS}/{{paper}}/{{paper}}.html", paper=[*PAPERS, "kernels"]),
+        expand(f"{RESULTS}/{{paper}}/headline_claims.png", paper=[*PAPERS, "kernels"]),
+        [f"{RESULTS}/{p}/headline_figure.png" for p in PAPER_HEADLINE_FIGURE],
 
 
 # The warm-start server's life is this run's (see WARM): up before the first job, down after the last;

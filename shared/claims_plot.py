@@ -108,3 +108,36 @@ def save_forest_plot(rows: Sequence[Mapping], path: str | Path, profile: str) ->
     paths = save_figure(fig, Path(path).with_suffix(""))
     plt.close(fig)
     return paths
+
+
+HEADLINE_KINDS = ("paper", "floor")
+
+
+def save_paper_plot(rows: Sequence[Mapping], paper: str, path: str | Path, profile: str) -> list[Path]:
+    """One paper's headline figure: its paper claims and floors, each 90% interval against its test's
+    region (the ledger's forest plot cut to the paper). Writes `path` (PNG) and its PDF twin."""
+    mine = [r for r in rows if r.get("paper") == paper and r.get("kind", "paper") in HEADLINE_KINDS]
+    fig = forest_plot(mine, title=f"{paper}, profile {profile}: paper claims and floors, 90% intervals "
+                                  "against each test (green: the region that passes)")
+    paths = save_figure(fig, Path(path).with_suffix(""))
+    plt.close(fig)
+    return paths
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """python -m shared.claims_plot CLAIMS_JSON --paper PAPER --out PNG: one paper's headline figure."""
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("claims", help="the ledger's claims.json")
+    ap.add_argument("--paper", required=True)
+    ap.add_argument("--out", required=True, help="the PNG (its PDF twin beside it)")
+    args = ap.parse_args(argv)
+    ledger = json.loads(Path(args.claims).read_text())
+    for path in save_paper_plot(ledger["claims"], args.paper, args.out, ledger.get("profile", "")):
+        print(path)
+
+
+if __name__ == "__main__":
+    main()

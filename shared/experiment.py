@@ -189,7 +189,9 @@ def cli(paper: str, experiments: Mapping[str, Experiment], config_path: Path, ar
         missing_inputs(paper, args.experiment, experiments, out, args.profile)
         if preflight is not None:
             preflight(load_config(config_path, args.profile, args.overrides, overlay=args.overlay), args.experiment)
-        for name in args.experiment:   # each as if alone: its config, seeds, options and outputs
+        for i, name in enumerate(args.experiment, 1):   # each as if alone: its config, seeds, options and outputs
+            if len(args.experiment) > 1:   # a progress line per experiment of a multi-experiment command
+                print(f"{paper}: experiment {i}/{len(args.experiment)}: {name}", file=sys.stderr, flush=True)
             run_experiment(paper, experiments[name], name, config_path, args.profile, out,
                            seed=args.seed, overrides=args.overrides, rule=args.rule, threads=args.threads,
                            overlay=args.overlay)

@@ -9,7 +9,11 @@ tests/test_record.py fails when a README table differs from the record.
 Tables in a record (names):
   verdicts        per paper: paper-claim verdict counts, the checks, which paper claims hold and which not
   run             profile, commit, machine, devices the experiments ran on, when the ledger was written
-  <paper>.claims  the paper's claims from the ledger: estimate, 90% interval, n, test, verdict
+  <paper>.claims  the paper's claims from the ledger: estimate, 90% interval (a knob claim: the verdict at
+                  each knob point), n, metric and test, verdict
+  <paper>.cost    each job of the paper: its own process's CPU and wall seconds (an experiment job's from
+                  its outputs' provenance `process`, forked from the warm server or not; the workflow's
+                  metrics merge and notebook from snakemake's benchmark), largest first, and the total
   <paper>.<name>  a headline table the paper declares: PAPER_RECORD_TABLES[paper] = [names] in its
                   rules.smk, each <results>/<paper>/tables/<name>.md written by its rules from its metrics
 """
@@ -76,9 +80,52 @@ def claims_table(claims: list[dict], paper: str) -> str:
         interval = "exact" if c.get("lo") is None and c.get("reproduced") is not None else (
             f"[{_cell(c['lo'])}, {_cell(c['hi'])}]" if c.get("lo") is not None else "–")
         n = f"{c['n']} {c['unit']}s" if c.get("n") is not None and c.get("unit") else c.get("n")
+        knob = c.get("knob") or {}
+        if knob.get("verdicts"):
+            interval += "; at " + ", ".join(f"{p:g}: {v}" for p, v in zip(knob["points"], knob["verdicts"]))
+        test = f"`{c['metric']}` {c.get('test') or ''}".strip() if c.get("metric") else (
+            f"`{c['test']}`" if c.get("test") else None)
         rows.append([_short(c["id"], paper), c.get("kind", "paper"), c.get("reproduced"), interval, n,
-                     f"`{c['test']}`" if c.get("test") else None, f"**{c['status']}**"])
+                     test, f"**{c['status']}**"])
     return markdown_table(["claim", "kind", "estimate", "90% interval", "n", "test", "verdict"], rows)
+
+
+def _benchmark(path: Path) -> tuple[float, float]:
+    """(CPU s, wall s) of one snakemake benchmark file."""
+    head, row = path.read_text().splitlines()[:2]
+    cols = dict(zip(head.split("\t"), row.split("\t")))
+    return float(cols["cpu_time"]), float(cols["s"])
+
+
+def cost_table(results: Path, paper: str) -> str | None:
+    """Each job of `paper` in the run under `results`: its own process's CPU and wall seconds. An
+    experiment job (one process, however many outputs) from its outputs' provenance `process`: a job
+    forked from the workflow's warm server is not the process snakemake's benchmark measures. The
+    workflow's metrics merge and notebook from their benchmarks (results/benchmarks/paper_*@<paper>.tsv).
+    None when the run recorded no cost."""
+    jobs: dict[tuple[str, Any], dict[str, Any]] = {}
+    for side in sorted((results / paper).rglob("*.provenance.json")):
+        prov = json.loads(side.read_text())
+        proc, rule = prov.get("process") or {}, prov.get("rule")
+        if not rule or "cpu_s" not in proc:
+            continue
+        words = (prov.get("command") or "").split()
+        job = words[1] if len(words) > 1 and words[0].endswith("__main__.py") else rule
+        row = jobs.setdefault((rule, proc.get("pid")), {"job": job, "rule": rule, "cpu": 0.0, "wall": 0.0,
+                                                         "warm": bool(proc.get("warm"))})
+        row["cpu"], row["wall"] = max(row["cpu"], proc["cpu_s"]), max(row["wall"], proc.get("wall_s") or 0.0)
+    for bench in sorted((results / "benchmarks").glob(f"paper_*@{paper}.tsv")):
+        cpu, wall = _benchmark(bench)
+        rule = bench.stem.split("@")[0]
+        jobs[(rule, None)] = {"job": rule.removeprefix("paper_"), "rule": rule, "cpu": cpu, "wall": wall, "warm": False}
+    if not jobs:
+        return None
+    rows = sorted(jobs.values(), key=lambda r: -r["cpu"])
+    total_cpu, total_wall = sum(r["cpu"] for r in rows), sum(r["wall"] for r in rows)
+    return markdown_table(["job", "rule", "CPU s", "wall s", "warm start"], [
+        *([r["job"], f"`{r['rule']}`", f"{r['cpu']:.1f}", f"{r['wall']:.0f}", "yes" if r["warm"] else "no"]
+          for r in rows),
+        [f"**all {len(rows)} job{'s' if len(rows) != 1 else ''}**", "", f"**{total_cpu:.0f}** ({total_cpu / 60:.1f} min)", f"{total_wall:.0f}", ""]])
 
 
 def machine() -> dict[str, Any]:
@@ -137,6 +184,9 @@ def build(results: str | Path, tables: list[tuple[str, str]] = ()) -> dict[str, 
     out_tables = {"verdicts": verdicts_table(claims), "run": run}
     for paper in papers:
         out_tables[f"{paper}.claims"] = claims_table(claims, paper)
+        cost = cost_table(results, paper)
+        if cost:
+            out_tables[f"{paper}.cost"] = cost
     for paper, name in tables:
         out_tables[f"{paper}.{name}"] = (results / paper / "tables" / f"{name}.md").read_text().strip()
     return {

@@ -6,7 +6,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-from shared.record import build, write
+from shared.record import build, cost_table, write
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("readme_tables", ROOT / "tools" / "readme_tables.py")
@@ -29,7 +29,9 @@ def fake_run(root: Path) -> Path:
     (results / "claims.json.provenance.json").write_text(json.dumps({"created": "2026-01-01T00:00:00+00:00"}))
     (results / "alpha" / "tables" / "main.md").write_text("| arm | score |\n|---|---|\n| ours | 1.0 [0.5, 1.5] |\n")
     (results / "alpha" / "metrics" / "fit.json.provenance.json").write_text(json.dumps(
-        {"git": {"commit": "a" * 40, "dirty": False}, "device": {"device": "cpu"}}))
+        {"git": {"commit": "a" * 40, "dirty": False}, "device": {"device": "cpu"}, "rule": "alpha_fit",
+         "command": "papers/alpha/__main__.py fit --profile tiny", "process": {"cpu_s": 12.0, "wall_s": 13.0,
+                                                                              "pid": 7, "warm": True}}))
     return results
 
 
@@ -38,7 +40,7 @@ def test_record_of_a_run(tmp_path):
     assert record["profile"] == "tiny" and record["result_commits"] == ["a" * 12]
     assert record["machine"]["devices"] == ["cpu"] and record["machine"]["cores"]
     tables = record["tables"]
-    assert set(tables) == {"verdicts", "run", "alpha.claims", "beta.claims", "alpha.main"}
+    assert set(tables) == {"verdicts", "run", "alpha.claims", "beta.claims", "alpha.main", "alpha.cost"}
     rows = {line.split(" | ")[0].strip("| "): line for line in tables["verdicts"].splitlines()[2:]}
     assert rows["alpha"].startswith("| alpha | 1 | 1 | 0 | 0 | floors 1/1 | a1 | a2 |")
     assert rows["beta"].startswith("| beta | 0 | 0 | 1 | 0 | – | – | – |")
@@ -52,6 +54,24 @@ def test_record_of_a_run(tmp_path):
     write(record, out)
     assert not (out / "stale.md").exists() and (out / "alpha.main.md").is_file()
     assert json.loads((out / "record.json").read_text())["tables"] == tables
+
+
+def test_cost_per_job_from_the_jobs_own_processes(tmp_path):
+    """A warm-started job's CPU is its own process's (provenance `process`), not its benchmark's (the client,
+    which reads 0); two outputs of one process are one job; the workflow's notebook from its benchmark."""
+    results = fake_run(tmp_path)
+    (results / "alpha" / "tables" / "main.md.provenance.json").write_text(json.dumps(
+        {"rule": "alpha_fit", "command": "papers/alpha/__main__.py fit", "process": {"cpu_s": 11.0, "wall_s": 12.0,
+                                                                                    "pid": 7, "warm": True}}))
+    (results / "alpha" / "benchmarks").mkdir()
+    (results / "alpha" / "benchmarks" / "alpha_fit.tsv").write_text("s\tcpu_time\n13.1\t0.00\n")
+    (results / "benchmarks").mkdir()
+    (results / "benchmarks" / "paper_notebook@alpha.tsv").write_text("s\th:m:s\tcpu_time\n9.0\t0:00:09\t8.0\n")
+    table = cost_table(results, "alpha").splitlines()
+    assert table[2] == "| fit | `alpha_fit` | 12.0 | 13 | yes |"
+    assert table[3] == "| notebook | `paper_notebook` | 8.0 | 9 | no |"
+    assert table[4].startswith("| **all 2 jobs** |  | **20** (0.3 min) | 22 |")
+    assert cost_table(results, "beta") is None
 
 
 def test_a_readme_table_that_differs_from_the_record_fails(tmp_path):

@@ -7,7 +7,11 @@ E2GAN_FD = f"{X}/metrics/fd_net.json"  # the fd proxy's feature net: every job t
 E2GAN_EXPERIMENTS = ["fd_net", "base_clustered", "base_variants", "lr_grid_scratch", "scratch_s0", "scratch_s1", "scratch_s2",
                      "finetune_s0", "finetune_s1", "finetune_s2", "rank_search", "lr_grid", "concept_table",
                      "base_ablation", "data_size_curve", "latency_table"]
+# the results record's tables (Snakefile)
+PAPER_RECORD_TABLES["e2gan"] = ["e2gan_concept_table", "e2gan_flops_ratios", "e2gan_rank_search", "e2gan_lr_grid",
+                                "e2gan_lr_grid_scratch", "e2gan_base_ablation", "e2gan_data_size", "e2gan_latency"]
 PAPER_METRICS["e2gan"] = [f"{X}/metrics/{e}.json" for e in E2GAN_EXPERIMENTS]
+PAPER_HEADLINE_FIGURE["e2gan"] = f"{X}/figures/e2gan_image_grid.png"   # the HTML report's main figure (Snakefile)
 PAPER_TARGETS.extend(prov(
     f"{X}/tables/e2gan_concept_table.md", f"{X}/tables/e2gan_concept_runs.md", f"{X}/figures/e2gan_image_grid.png",
     f"{X}/tables/e2gan_flops_ratios.md", f"{X}/tables/e2gan_layer_change.md", f"{X}/tables/e2gan_random_ranks.md",

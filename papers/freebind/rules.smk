@@ -6,7 +6,9 @@ FB_SEEDS = [f"{FB}/metrics/bonds_s{i}.json" for i in range(5)]
 FB_FRAGILE = [f"{FB}/metrics/fragile_p{i}.json" for i in range(3)]
 FB_EXPERIMENTS = [*(f"bonds_s{i}" for i in range(5)), *(f"fragile_p{i}" for i in range(3)),
                   "main_table", "lambda_tradeoff", "fragile", "cost"]
+PAPER_RECORD_TABLES["freebind"] = ["main_table"]   # the results record's tables (Snakefile)
 PAPER_METRICS["freebind"] = [f"{FB}/metrics/{e}.json" for e in FB_EXPERIMENTS]
+PAPER_HEADLINE_FIGURE["freebind"] = f"{FB}/figures/fragile_claim.png"   # the HTML report's main figure (Snakefile)
 PAPER_TARGETS.extend(prov(
     f"{FB}/tables/main_table.md", f"{FB}/tables/main_table_gaps.md", f"{FB}/figures/lambda_tradeoff.png",
     f"{FB}/tables/lambda_t_sweep.md", f"{FB}/tables/lambda_a_sweep.md", f"{FB}/figures/fragile_claim.png",

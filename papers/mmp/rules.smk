@@ -6,8 +6,10 @@ MMP = f"{RESULTS}/mmp"
 MMP_ARMS = ["abmil", "pathway", "mmp_histo", "mmp_gene", "mmp_trans", "mmp_trans_std_pi", "mmp_ot",
             "full_transformer", "prototype_cox", "token_linear", "token_mlp"]
 MMP_EXPERIMENTS = [f"cindex_{a}" for a in MMP_ARMS] + ["oracle_ceilings", "cindex", "replication", "trans_diagnostics", "cost", "cost_shapes", "compression", "loss_ablation", "recovery", "breast_cancer", "pi_share_knob", "cohort_size_knob", "trans_factorial_cohorts"]
+PAPER_RECORD_TABLES["mmp"] = ["cindex", "replication", "trans_factorial_cohorts", "pi_share_knob", "cohort_size_knob"]   # the results record's tables (Snakefile)
 PAPER_METRICS["mmp"] = [f"{MMP}/metrics/{e}.json" for e in MMP_EXPERIMENTS]
 MMP_ARM_METRICS = [f"{MMP}/metrics/cindex_{a}.json" for a in MMP_ARMS]
+PAPER_HEADLINE_FIGURE["mmp"] = f"{MMP}/figures/interpretability.png"   # the HTML report's main figure (Snakefile)
 PAPER_TARGETS.extend(prov(f"{MMP}/tables/cindex.md", f"{MMP}/tables/replication.md", f"{MMP}/tables/token_spread.md", f"{MMP}/tables/trans_diagnostics.md", f"{MMP}/tables/trans_factorial.md", f"{MMP}/figures/interpretability.png",
                           f"{MMP}/figures/cost.png", f"{MMP}/tables/cost.md", f"{MMP}/tables/ot_speed.md", f"{MMP}/tables/cost_shapes.md",
                           f"{MMP}/tables/cost_shapes_measured.md", f"{MMP}/tables/compression.md",

@@ -15,6 +15,7 @@ P2L_PARTS = [f"{P2L}/metrics/main_{t}.json" for t in P2L_TASKS]
 
 
 P2L_KNOB = [f"{P2L}/metrics/severity_knob.json"] if _P2L_TINY_PRIOR else []   # the tiny world's SR-factor knob
+PAPER_RECORD_TABLES["p2l"] = ["main_table"]   # the results record's tables (Snakefile)
 PAPER_METRICS["p2l"] = P2L_PRIOR + P2L_GATE + P2L_PARTS + [f"{P2L}/metrics/main_table.json", f"{P2L}/metrics/floors.json",
                                                  f"{P2L}/metrics/ablation.json", f"{P2L}/metrics/steps_check.json"] + P2L_KNOB
 PAPER_TARGETS.extend(prov(

@@ -1,7 +1,7 @@
 """The workflow's HTML report (`make report`, snakemake --report) in a real browser (`make test-browser`):
 headless chromium opens <smoke results>/smoke/report.html, and every section (the ledger, the overview,
-each paper) lists its pages, each of which renders: a notebook or the ledger as a page with text, a
-figure as a loaded image. A screenshot of the first screen and one per section under results/browser/.
+each paper: its notebook, its headline claims and its main figure) lists its pages, each of which
+renders: a notebook or the ledger as a page with text, a figure as a loaded image. A screenshot of the first screen and one per section under results/browser/.
 """
 import os
 import time
@@ -78,6 +78,7 @@ def test_report_section_renders(driver, report, section):
     pages = [row.text for row in rows]
     if section in PAPERS:
         assert any("executed notebook" in p for p in pages), pages
+        assert any("headline: claims and floors" in p for p in pages), pages
     for i, page in enumerate(pages):
         # each row: the page's label, its view button (the eye), then its info button
         driver.find_elements(By.CSS_SELECTOR, "nav table tbody tr")[i].find_elements(By.TAG_NAME, "a")[0].click()

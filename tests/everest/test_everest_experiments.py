@@ -155,3 +155,53 @@ def test_budget_curve_pretrains_each_shorter_length_and_fine_tunes_at_the_chosen
     shortest = curve["steps1"]["top1"]["values"]
     assert out["everest_shortest_minus_videomae_longest"]["values"] == [shortest[0] - 30.0, shortest[1] - 50.0]
     assert out["budget_curve"]["steps"] == [1, 2] and out["budget_curve"]["videomae"][0]["values"] == [10.0, 20.0]
+
+
+def test_frame_arms_fine_tune_and_test_on_clips_with_static_stretches(tmp_path, monkeypatch):
+    """The frame-selection arms' fine-tuning, validation and test clips carry `frame_selection.finetune_rest`
+    (data.rest there); every other arm's clips keep the main world's data.rest."""
+    from papers.everest.experiments import finetuning
+
+    seen = {}
+
+    def fake(run, arm, snapshot, prune, seed, subdir, cfg=None, point=None, steps=None, val=False, world=None):
+        seen.setdefault(arm, set()).add(float(cfg.data.rest))
+        return {"top1": 50.0, "val_top1": 50.0, "loss": 1.0, "tokens": 128, "schedule": {}}
+
+    monkeypatch.setattr(finetuning, "finetune_seed", fake)
+    for arm in ("everest_selected_frames", "everest_uniform_frames", "everest", "scratch"):
+        finetune_arm(smoke_run(tmp_path, f"finetune_{arm}", "[0,1]", "frame_selection.finetune_rest=0.5"), arm,
+                     snapshot_name(1.0))
+    assert seen == {"everest_selected_frames": {0.5}, "everest_uniform_frames": {0.5}, "everest": {0.0},
+                    "scratch": {0.0}}
+
+
+def test_motion_clock_rests_in_half_the_windows_of_a_fine_tuning_clip():
+    from papers.everest.data import make_clips
+
+    def still_steps(clips):   # frame steps f-1 -> f in which the moving digit does not move
+        return (clips.moving[:, 1:] == clips.moving[:, :-1]).flatten(2).all(-1).sum(-1).tolist()
+
+    assert set(still_steps(make_clips(8, 0, rest=0.5))) <= {7, 8}   # 2 of the 4 windows at rest
+    assert set(still_steps(make_clips(8, 0))) == {0}
+
+
+def test_camera_pan_trains_both_recipes_with_the_camera_panning(tmp_path):
+    """camera_pan pre-trains and fine-tunes VideoMAE and EVEREST with data.pan_speed = camera_pan.pan_speed,
+    at each arm's main-world lr, beside the main world's fine-tunes (pan off), paired by seed."""
+    from papers.everest.experiments import camera_pan
+
+    seeds, one_lr = "[0,1]", "finetune.lr_grid=[0.003]"
+    for arm in ("videomae", "everest"):
+        run_pretrain(smoke_run(tmp_path, f"pretrain_{arm}", seeds), arm)
+        run = smoke_run(tmp_path, f"finetune_{arm}", seeds, one_lr)
+        run.save_metrics(run_finetune(run, arm))
+    out = camera_pan(smoke_run(tmp_path, "camera_pan", seeds, one_lr))
+    assert out["pan_speed"] == [0.0, 1.0]
+    curve = out["everest_minus_videomae"]
+    assert curve["knob"] == "pan_speed" and [s["n"] for s in curve["samples"]] == [2, 2]
+    assert curve["samples"][1]["values"] == [e - v for e, v in zip(out["top1"]["everest"]["samples"][1]["values"],
+                                                                    out["top1"]["videomae"]["samples"][1]["values"])]
+    for arm in ("videomae", "everest"):
+        assert (tmp_path / "checkpoints" / "camera_pan" / f"pretrain_{arm}" / "seed1" / "b100.pt").is_file()
+    assert (tmp_path / "tables" / "camera_pan.md").is_file()

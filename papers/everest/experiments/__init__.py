@@ -11,6 +11,8 @@ finetuning       finetune_<arm>: the 2×2 of pre-training {VideoMAE, EVEREST} ×
 label_leak       a linear probe on the keep mask alone: the class (chance) and the direction (control)
 accuracy         the 2×2 table, the gaps the claims test, the control, frame-selection, lr-grid and
                  budget-curve tables
+camera_pan       VideoMAE and EVEREST pre-trained, fine-tuned and tested with the camera panning, beside
+                 the main world (pan off)
 static_knob      EVEREST − VideoMAE, the pruning cost and the two readers along the static-context knob
 efficiency       tiny model: tokens, FLOPs, saved activations (explicit and fused attention), step times
                  (and efficiency_vit_b: the paper's ViT-B at 16×224²)
@@ -23,6 +25,7 @@ from shared.config import Config, ConfigError
 from shared.experiment import per_seed
 
 from .accuracy import accuracy
+from .camera_pan import camera_pan
 from .common import (BUDGET_ARMS, FINETUNE_ARMS, KNOB_FINETUNE_ARMS, KNOB_PRETRAIN_ARMS, PRETRAIN_ARMS, at_point, dataset,
                      initial_autoencoder, knob_points, mean_ci, mean_std, pretrain_dir, schedule, seeds_of,
                      snapshot_name)
@@ -68,11 +71,12 @@ EXPERIMENTS = {
     "label_leak": label_leak,
     "accuracy": accuracy,
     "static_knob": static_knob,
+    "camera_pan": camera_pan,
     "efficiency": efficiency,
     "efficiency_vit_b": efficiency_vit_b,
     "token_overlay": token_overlay,
 }
 
-__all__ = ["EXPERIMENTS", "at_point", "budget_finetune", "budget_pretrain", "dataset", "finetune_arm", "initial_autoencoder", "knob_finetune", "knob_points",
+__all__ = ["EXPERIMENTS", "at_point", "camera_pan", "budget_finetune", "budget_pretrain", "dataset", "finetune_arm", "initial_autoencoder", "knob_finetune", "knob_points",
            "knob_pretrain", "label_leak", "mean_ci", "mean_std", "pair_has_motion", "pretrain_dir", "run_finetune",
            "run_pretrain", "schedule", "snapshot_name", "static_knob"]

@@ -194,6 +194,12 @@ def with_lr(cfg, lr: float):
     return Config.wrap({**cfg.to_dict(), "finetune": {**cfg.finetune.to_dict(), "lr": float(lr)}})
 
 
+def with_data(cfg, **data):
+    """The config with the `data` keys `data` set (nothing else changed): `rest` of the frame-selection
+    arms' fine-tuning clips, `pan_speed` of the camera-pan world."""
+    return Config.wrap({**cfg.to_dict(), "data": {**cfg.data.to_dict(), **data}})
+
+
 def budget_steps(cfg) -> list[int]:
     """The pre-training lengths of the budget curve (steps), increasing; the last is `pretrain.steps`,
     the main pre-training, so only the shorter ones are trained by the budget_* experiments."""
@@ -208,9 +214,12 @@ def with_steps(cfg, steps: int):
     return Config.wrap({**cfg.to_dict(), "pretrain": {**cfg.pretrain.to_dict(), "steps": int(steps)}})
 
 
-def pretrain_dir(run, arm: str, seed: int, point: float | None = None, steps: int | None = None) -> Path:
-    """Weights of pre-training `arm` at `seed`: the main world's, those at knob point `point`, or those of
-    the budget curve's `steps`-step pre-training."""
+def pretrain_dir(run, arm: str, seed: int, point: float | None = None, steps: int | None = None,
+                 world: str | None = None) -> Path:
+    """Weights of pre-training `arm` at `seed`: the main world's, those at knob point `point`, those of
+    the budget curve's `steps`-step pre-training, or those the experiment `world` (camera_pan) made."""
+    if world is not None:
+        return run.out / "checkpoints" / world / f"pretrain_{arm}" / seed_dir(seed)
     if steps is not None:
         return run.out / "checkpoints" / f"budget_pretrain_{arm}" / f"steps{steps}" / seed_dir(seed)
     if point is None:

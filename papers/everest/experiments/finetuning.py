@@ -11,6 +11,11 @@ training does not depend on the other grid points). The record says the grid, ea
 top-1, the chosen lr and whether it lies on the grid's edge. The knob's and the budget curve's
 fine-tunes take the chosen lr of the same arm in the main world (`finetune_<arm>.json`). An empty grid
 fine-tunes every arm at `finetune.lr`.
+
+**The frame-selection arms** (`everest_uniform_frames`, `everest_selected_frames`) fine-tune, validate and
+test on clips with static stretches (`data.rest` := `frame_selection.finetune_rest`: the moving digit rests
+in that fraction of each clip's 4-frame windows), as their pre-training's candidate clips; every other
+arm's clips are unchanged.
 """
 from __future__ import annotations
 
@@ -23,32 +28,34 @@ from shared.seeding import derive_seed
 from ..model import VideoClassifier
 from ..selection import count
 from ..train import evaluate, finetune
-from .common import (FINETUNE_ARMS, KNOB_PROCEDURAL_ONLY, at_point, budget_steps, classes, dataset,
+from .common import (FINETUNE_ARMS, FRAME_ARMS, KNOB_PROCEDURAL_ONLY, at_point, budget_steps, classes, dataset,
                      device_of, initial_autoencoder, knob_points, point_dir, pretrain_dir, schedule, seed_dir,
-                     seed_record, seeds_of, skipped_on_video, snapshot_name, with_lr)
+                     seed_record, seeds_of, skipped_on_video, snapshot_name, with_data, with_lr)
 
 
 def finetune_seed(run, arm: str, snapshot: str | None, prune: str, seed: int, subdir: str, cfg=None,
-                  point: float | None = None, steps: int | None = None, val: bool = False) -> dict:
+                  point: float | None = None, steps: int | None = None, val: bool = False,
+                  world: str | None = None) -> dict:
     """One fine-tune of `arm` at `seed` under `cfg` (default the run's; its `finetune.lr`), from the
-    pre-trained weights of the main world, of knob point `point`, or of the `steps`-step pre-training of
-    the budget curve: test top-1 (`top1`), validation top-1 (`val_top1`, with `val`), final train loss,
-    token count and schedule."""
+    pre-trained weights of the main world, of knob point `point`, of the `steps`-step pre-training of
+    the budget curve, or of the experiment `world` (camera_pan): test top-1 (`top1`), validation top-1
+    (`val_top1`, with `val`), final train loss, token count and schedule."""
     cfg = run.cfg if cfg is None else cfg
     ckpt_dir = run.checkpoint_dir(*[p for p in (subdir, seed_dir(seed)) if p])
     return seed_record(run, ckpt_dir, cfg, lambda: _finetune_seed(run, arm, snapshot, prune, seed, ckpt_dir, cfg,
-                                                                   point, steps, val), "-val" if val else "")
+                                                                   point, steps, val, world),
+                       "-val" if val else "")
 
 
 def _finetune_seed(run, arm: str, snapshot: str | None, prune: str, seed: int, ckpt_dir, cfg, point, steps,
-                   val: bool) -> dict:
+                   val: bool, world: str | None = None) -> dict:
     source, _ = FINETUNE_ARMS[arm]
     ae = initial_autoencoder(cfg, seed)  # same initial encoder as the pre-training arms
     if source is not None:
-        path = pretrain_dir(run, source, seed, point, steps) / f"{snapshot}.pt"
+        path = pretrain_dir(run, source, seed, point, steps, world) / f"{snapshot}.pt"
         if not path.is_file():
-            experiment = ("pretrain_" if point is None and steps is None else
-                          "knob_pretrain_" if steps is None else "budget_pretrain_") + source
+            experiment = (f"{world} (pre-training) " if world else "pretrain_" if point is None and steps is None
+                          else "knob_pretrain_" if steps is None else "budget_pretrain_") + source
             raise FileNotFoundError(f"no pre-trained weights at {path}: run the {experiment} experiment first "
                                     f"(with the same `seeds`)")
         ae.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
@@ -70,11 +77,13 @@ def lr_dir(lr: float) -> str:
 
 
 def finetune_arm(run, arm: str, snapshot: str | None, subdir: str = "", cfg=None, point: float | None = None,
-                 lr: float | None = None, steps: int | None = None) -> dict:
+                 lr: float | None = None, steps: int | None = None, world: str | None = None) -> dict:
     """Fine-tune `arm` from `snapshot` once per seed; top-1 and train loss as samples over seeds. With
     `lr` None and a non-empty `finetune.lr_grid`, the lr is chosen on the first seed's validation clips
     (module docstring); otherwise every seed runs at `lr` (or `finetune.lr`)."""
     cfg = run.cfg if cfg is None else cfg
+    if arm in FRAME_ARMS and cfg.data.source == "procedural":   # clips with static stretches (module docstring)
+        cfg = with_data(cfg, rest=float(cfg.frame_selection.finetune_rest))
     source, prune = FINETUNE_ARMS[arm]
     if arm == "ascending" and cfg.selection.ascending_finetune:
         prune = "bottom"
@@ -85,7 +94,7 @@ def finetune_arm(run, arm: str, snapshot: str | None, subdir: str = "", cfg=None
     results, tuning = {}, None
     if lr is None and grid:
         first = {g: finetune_seed(run, arm, snapshot, prune, seeds[0], "/".join(p for p in (subdir, lr_dir(g)) if p),
-                                  with_lr(cfg, g), point, steps, val=True) for g in grid}
+                                  with_lr(cfg, g), point, steps, val=True, world=world) for g in grid}
         val = [first[g]["val_top1"] for g in grid]
         lr = grid[val.index(max(val))]
         results[seeds[0]] = first[lr]
@@ -96,7 +105,8 @@ def finetune_arm(run, arm: str, snapshot: str | None, subdir: str = "", cfg=None
     for seed in seeds:
         if seed not in results:
             sub = "/".join(p for p in (subdir, lr_dir(lr)) if p) if grid else subdir
-            results[seed] = finetune_seed(run, arm, snapshot, prune, seed, sub, with_lr(cfg, lr), point, steps)
+            results[seed] = finetune_seed(run, arm, snapshot, prune, seed, sub, with_lr(cfg, lr), point, steps,
+                                          world=world)
     n = results[seeds[0]]["tokens"]
     return {"top1": sample([results[s]["top1"] for s in seeds], "seed"), "pretrained": source, "snapshot": snapshot,
             "prune": prune, "seeds": seeds, "tokens": n if prune == "none" else count(cfg.selection.keep_ratio, n),
