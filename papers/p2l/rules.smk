@@ -15,7 +15,8 @@ P2L_PARTS = [f"{P2L}/metrics/main_{t}.json" for t in P2L_TASKS]
 
 
 P2L_KNOB = [f"{P2L}/metrics/severity_knob.json"] if _P2L_TINY_PRIOR else []   # the tiny world's SR-factor knob
-PAPER_RECORD_TABLES["p2l"] = ["main_table"]   # the results record's tables (Snakefile)
+PAPER_RECORD_TABLES["p2l"] = ["main_table", "floors", "ablation"]   # the results record's tables (Snakefile)
+PAPER_HEADLINE_FIGURE["p2l"] = f"{P2L}/figures/main_comparison.png"   # the HTML report's main figure (Snakefile)
 PAPER_METRICS["p2l"] = P2L_PRIOR + P2L_GATE + P2L_PARTS + [f"{P2L}/metrics/main_table.json", f"{P2L}/metrics/floors.json",
                                                  f"{P2L}/metrics/ablation.json", f"{P2L}/metrics/steps_check.json"] + P2L_KNOB
 PAPER_TARGETS.extend(prov(
@@ -102,7 +103,8 @@ rule p2l_floors_table:
     input: paper_config("p2l"), P2L_PRIOR, P2L_PARTS
     output:
         prov(f"{P2L}/metrics/floors.json",
-             *[f"{P2L}/tables/{k}.{e}" for k in ("floors", "floors_standing", "floors_tuning") for e in ("csv", "md")])
+             *[f"{P2L}/tables/{k}.{e}" for k in ("floors", "floors_standing", "floors_tuning") for e in ("csv", "md")],
+             f"{P2L}/figures/main_comparison.png", f"{P2L}/figures/main_comparison.pdf")
     benchmark: bench("p2l_floors_table")
     priority: 20
     threads: 1
@@ -148,6 +150,7 @@ P2L_PIXEL_PRIOR = ([f"{P2L}/metrics/train_pixel_prior.json"]
 P2L_PIXEL = [f"{P2L}/metrics/pixel_dps.json"] if _P2L_TINY_PRIOR else []
 PAPER_METRICS["p2l"] += P2L_PIXEL_PRIOR + P2L_PIXEL
 PAPER_TARGETS.extend(prov(*[f"{P2L}/tables/{k}.md" for k in ("pixel_dps", "pixel_dps_tuning") if P2L_PIXEL]))
+PAPER_RECORD_TABLES["p2l"] += (["severity_knob"] if P2L_KNOB else []) + (["pixel_dps"] if P2L_PIXEL else [])
 
 
 rule p2l_pixel_prior:

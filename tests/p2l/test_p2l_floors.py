@@ -107,6 +107,25 @@ def test_floors_table_lists_every_task_and_the_main_methods(cfg, tmp_path, monke
     standing = (tmp_path / "tables" / "floors_standing.csv").read_text().splitlines()
     assert len(standing) == 1 + 3 * 2 * len(cfg.main_tasks)
     assert (tmp_path / "tables" / "floors_tuning.csv").is_file()
+    assert (tmp_path / "figures" / "main_comparison.png").is_file()   # the headline figure
+
+
+def test_headline_interval_is_over_priors_not_images():
+    """The headline figure's interval of a grouped sample is the t-interval of the priors' means (n = 3),
+    as the ledger's: wider than one over the 96 images."""
+    from papers.p2l.experiments.comparison_figure import interval
+    from shared.intervals import mean_interval
+    from shared.samples import sample
+
+    rng = np.random.default_rng(0)
+    values = np.concatenate([rng.normal(mu, 0.05, 32) for mu in (0.6, 0.7, 0.8)])
+    grouped = sample(values, "image", groups=[k for k in range(3) for _ in range(32)], group_unit="prior")
+    mean, lo, hi = interval(grouped)
+    means = [values[32 * k:32 * (k + 1)].mean() for k in range(3)]
+    assert np.isclose(mean, np.mean(means))
+    assert np.allclose((lo, hi), mean_interval(means)[:2])
+    _, lo_img, hi_img = interval(sample(values, "image"))
+    assert hi - lo > 3 * (hi_img - lo_img)
 
 
 def test_main_task_averages_the_noise_draws_per_image(cfg, tmp_path, monkeypatch):

@@ -20,6 +20,7 @@ from shared.samples import is_sample, sample
 
 from .. import classical as CL
 from .. import metrics as M
+from .comparison_figure import main_comparison_figure
 from ..operators import Inpainting
 from ..solver import hparams_of, proximal
 from .problems import (TASK_NAMES, cell, held_out_problem, load_images, load_prior, method_hparams, n_priors,
@@ -125,6 +126,7 @@ def floors(run) -> dict:
                                                    *[f"− {arm}" for arm in (*FLOOR_ARMS, "classical")]]),
                    "floors_standing")
     run.save_table(pd.DataFrame(search_rows), "floors_tuning")
+    run.save_figure(main_comparison_figure(parts, out), "main_comparison")
     beats = {task: beats_both_floors(parts[task]["methods"]["p2l"]["ssim"], out[task])
              for task in cfg.main_tasks if task in parts and "p2l" in parts[task]["methods"]}
     above = {m: {task: beats_floor(parts[task]["methods"]["p2l"][m], out[task]["classical"][m])
