@@ -11,6 +11,7 @@ Tables in a record (names):
   run             profile, commit, machine, devices the experiments ran on, when the ledger was written
   <paper>.claims  the paper's claims from the ledger: estimate, 90% interval (a knob claim: the verdict at
                   each knob point), n, metric and test, verdict
+  <paper>.paper_claims  the same, the claims of kind paper only (a long ledger's README form)
   <paper>.cost    each job of the paper: its own process's CPU and wall seconds (an experiment job's from
                   its outputs' provenance `process`, forked from the warm server or not; the workflow's
                   metrics merge and notebook from snakemake's benchmark), largest first, and the total
@@ -72,9 +73,11 @@ def verdicts_table(claims: list[dict]) -> str:
                            "does not hold"], rows)
 
 
-def claims_table(claims: list[dict], paper: str) -> str:
+def claims_table(claims: list[dict], paper: str, kinds: tuple | None = None) -> str:
+    """The paper's claims, paper claims first; `kinds`: only those kinds."""
     order = {"paper": 0, "floor": 1, "gate": 2, "accounting": 3, "diagnostic": 4}
-    mine = sorted((c for c in claims if c["paper"] == paper), key=lambda c: order.get(c.get("kind", "paper"), 5))
+    mine = sorted((c for c in claims if c["paper"] == paper and (kinds is None or c.get("kind", "paper") in kinds)),
+                  key=lambda c: order.get(c.get("kind", "paper"), 5))
     rows = []
     for c in mine:
         interval = "exact" if c.get("lo") is None and c.get("reproduced") is not None else (
@@ -184,6 +187,7 @@ def build(results: str | Path, tables: list[tuple[str, str]] = ()) -> dict[str, 
     out_tables = {"verdicts": verdicts_table(claims), "run": run}
     for paper in papers:
         out_tables[f"{paper}.claims"] = claims_table(claims, paper)
+        out_tables[f"{paper}.paper_claims"] = claims_table(claims, paper, kinds=("paper",))
         cost = cost_table(results, paper)
         if cost:
             out_tables[f"{paper}.cost"] = cost

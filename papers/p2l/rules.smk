@@ -6,14 +6,17 @@ P2L = f"{RESULTS}/p2l"
 P2L_CFG = _p2l_load_config("papers/p2l/config.yaml", PROFILE, overlay=rehearsal_template("p2l"))
 P2L_TASKS = list(P2L_CFG["main_tasks"])
 _P2L_TINY_PRIOR = not P2L_CFG["full"]["sd_path"]   # the tiny world: a trained prior, its classifier, its gate
-P2L_PRIOR = [f"{P2L}/metrics/{e}.json" for e in ("train_classifier", "train_prior")] if _P2L_TINY_PRIOR else []
+P2L_PRIORS = int(P2L_CFG.get("priors", 1)) if _P2L_TINY_PRIOR else 1   # each from its own seed: the outer unit
+P2L_PRIOR = ([f"{P2L}/metrics/{e}.json" for e in ("train_classifier", "train_prior")]
+             + [f"{P2L}/metrics/train_prior_{k}.json" for k in range(1, P2L_PRIORS)]) if _P2L_TINY_PRIOR else []
 P2L_GATE = [f"{P2L}/metrics/prior_gate.json"] if _P2L_TINY_PRIOR else []
 P2L_PARTS = [f"{P2L}/metrics/main_{t}.json" for t in P2L_TASKS]
 
 
 
 P2L_KNOB = [f"{P2L}/metrics/severity_knob.json"] if _P2L_TINY_PRIOR else []   # the tiny world's SR-factor knob
-PAPER_RECORD_TABLES["p2l"] = ["main_table"]   # the results record's tables (Snakefile)
+PAPER_RECORD_TABLES["p2l"] = ["main_table", "floors", "ablation"]   # the results record's tables (Snakefile)
+PAPER_HEADLINE_FIGURE["p2l"] = f"{P2L}/figures/main_comparison.png"   # the HTML report's main figure (Snakefile)
 PAPER_METRICS["p2l"] = P2L_PRIOR + P2L_GATE + P2L_PARTS + [f"{P2L}/metrics/main_table.json", f"{P2L}/metrics/floors.json",
                                                  f"{P2L}/metrics/ablation.json", f"{P2L}/metrics/steps_check.json"] + P2L_KNOB
 PAPER_TARGETS.extend(prov(
@@ -44,6 +47,17 @@ rule p2l_prior:
     priority: 600
     threads: 1
     shell: experiment_cmd("p2l", "train_prior")
+
+
+rule p2l_prior_replica:
+    """Prior k > 0 (from seed + k), beside the first."""
+    input: paper_config("p2l")
+    output: prov(f"{P2L}/metrics/train_prior_{{k}}.json")
+    wildcard_constraints: k=r"[1-9]"
+    benchmark: bench("p2l_prior_replica", "k")
+    priority: 600
+    threads: 1
+    shell: experiment_cmd("p2l", "train_prior_{wildcards.k}")
 
 
 rule p2l_prior_gate:
@@ -89,7 +103,8 @@ rule p2l_floors_table:
     input: paper_config("p2l"), P2L_PRIOR, P2L_PARTS
     output:
         prov(f"{P2L}/metrics/floors.json",
-             *[f"{P2L}/tables/{k}.{e}" for k in ("floors", "floors_standing", "floors_tuning") for e in ("csv", "md")])
+             *[f"{P2L}/tables/{k}.{e}" for k in ("floors", "floors_standing", "floors_tuning") for e in ("csv", "md")],
+             f"{P2L}/figures/main_comparison.png", f"{P2L}/figures/main_comparison.pdf")
     benchmark: bench("p2l_floors_table")
     priority: 20
     threads: 1
@@ -127,3 +142,46 @@ rule p2l_severity_knob:
     priority: 150
     threads: 1
     shell: experiment_cmd("p2l", "severity_knob")
+
+
+# The pixel-space comparison (the tiny world only): DPS with a pixel prior per latent prior's seed.
+P2L_PIXEL_PRIOR = ([f"{P2L}/metrics/train_pixel_prior.json"]
+                   + [f"{P2L}/metrics/train_pixel_prior_{k}.json" for k in range(1, P2L_PRIORS)]) if _P2L_TINY_PRIOR else []
+P2L_PIXEL = [f"{P2L}/metrics/pixel_dps.json"] if _P2L_TINY_PRIOR else []
+PAPER_METRICS["p2l"] += P2L_PIXEL_PRIOR + P2L_PIXEL
+PAPER_TARGETS.extend(prov(*[f"{P2L}/tables/{k}.md" for k in ("pixel_dps", "pixel_dps_tuning") if P2L_PIXEL]))
+PAPER_RECORD_TABLES["p2l"] += (["severity_knob"] if P2L_KNOB else []) + (["pixel_dps"] if P2L_PIXEL else [])
+
+
+rule p2l_pixel_prior:
+    """Pixel prior k (seed + k): an unconditional UNet2DModel at the LDM's steps and batch size."""
+    input: paper_config("p2l")
+    output: prov(f"{P2L}/metrics/train_pixel_prior.json")
+    benchmark: bench("p2l_pixel_prior")
+    priority: 500
+    threads: 1
+    shell: experiment_cmd("p2l", "train_pixel_prior")
+
+
+rule p2l_pixel_prior_replica:
+    input: paper_config("p2l")
+    output: prov(f"{P2L}/metrics/train_pixel_prior_{{k}}.json")
+    wildcard_constraints: k=r"[1-9]"
+    benchmark: bench("p2l_pixel_prior_replica", "k")
+    priority: 500
+    threads: 1
+    shell: experiment_cmd("p2l", "train_pixel_prior_{wildcards.k}")
+
+
+rule p2l_pixel_dps:
+    """DPS in pixel space on the main table's test problems (ζ tuned with the equal budget), beside the
+    latent solvers' per-image SSIM and PSNR (hence the task parts and the latent prior as inputs)."""
+    input: paper_config("p2l"), P2L_PIXEL_PRIOR, P2L_PRIOR, P2L_PARTS
+    output:
+        prov(f"{P2L}/metrics/pixel_dps.json",
+             *[f"{P2L}/tables/{k}.{e}" for k in ("pixel_dps", "pixel_dps_tuning", "pixel_dps_per_image")
+               for e in ("csv", "md")])
+    benchmark: bench("p2l_pixel_dps")
+    priority: 20
+    threads: 1
+    shell: experiment_cmd("p2l", "pixel_dps")

@@ -88,9 +88,13 @@ def conjugate_gradient(apply, b: torch.Tensor, x0: torch.Tensor, iters: int) -> 
 def proximal(y: torch.Tensor, operator: Operator, x_bar: torch.Tensor, lam: float, cg_iters: int = 5,
              closed_form: bool = True) -> torch.Tensor:
     """x* = argmin_x ‖y − Ax‖² + λ‖x − x̄‖²  ⇔  (AᵀA + λI) x = Aᵀy + λx̄."""
+    if torch.is_tensor(lam) and lam.dim() > 0:
+        lam = lam.to(y).view(-1, *[1] * (y.dim() - 1))
     if closed_form and isinstance(operator, Inpainting):
         m = operator.mask.to(y)
         return (m * y + lam * x_bar) / (m + lam)
+    if torch.is_tensor(lam) and lam.dim() > 0:   # per image (a tuning grid solved as one batch)
+        lam = lam.to(y).view(-1, *[1] * (y.dim() - 1))
     b = operator.adjoint(y) + lam * x_bar
     return conjugate_gradient(lambda v: operator.normal(v) + lam * v, b, x_bar, cg_iters)
 
@@ -170,6 +174,8 @@ def solve(method: str, y: torch.Tensor, operator: Operator, ldm: LatentDiffusion
     # ρ, γ_gml, γ_glue may be per-image tensors [B] (a tuning grid solved as one batch)
     weights = {k: torch.as_tensor(hp[k], dtype=torch.float32, device=device) for k in ("rho", "gamma_gml", "gamma_glue")}
     active = {k: bool((w != 0).any()) for k, w in weights.items()}
+    tau = torch.as_tensor(hp["tau"], device=device).round().long()
+    lam = torch.as_tensor(hp["lam"], dtype=torch.float32, device=device) if torch.is_tensor(hp["lam"]) else hp["lam"]
     traj = {"step": [], "t": [], "off_range": [], "prompt_cos": [], "null_cos": []}
     records = {"off_range": [], "prompt_cos": [], "null_cos": []}
 
@@ -179,7 +185,7 @@ def solve(method: str, y: torch.Tensor, operator: Operator, ldm: LatentDiffusion
 
         # 1. prompt update at fixed z_t
         if tune_prompt:
-            for _ in range(hp["prompt_steps"]):
+            for _ in range(int(hp["prompt_steps"])):
                 opt.zero_grad(set_to_none=True)
                 loss = prompt_loss(ldm, z, t, current(), acp[t].float(), y, operator)
                 nfe, dec = nfe + 1, dec + 1
@@ -216,11 +222,13 @@ def solve(method: str, y: torch.Tensor, operator: Operator, ldm: LatentDiffusion
                 traj[k].append(per_image.mean().item())
 
         # 3. pixel proximal step + encoder projection, every τ steps
+        # (τ and λ may be per-image tensors [B]: a projection step where i is a multiple of that image's τ)
         z_star = z0.detach()
-        if hp["projection"] and i % hp["tau"] == 0 and i < len(timesteps) - 1:
+        project = (i % tau == 0) if tau.dim() > 0 else torch.full((B,), bool(i % int(tau) == 0), device=device)
+        if hp["projection"] and bool(project.any()) and i < len(timesteps) - 1:
             with torch.no_grad():
-                x_star = proximal(y, operator, x0.detach(), hp["lam"], hp["cg_iters"])
-                z_star = ldm.encode(x_star)
+                x_star = proximal(y, operator, x0.detach(), lam, hp["cg_iters"])
+                z_star = torch.where(project.view(-1, 1, 1, 1), ldm.encode(x_star), z_star)
                 enc += 1
 
         # 4.–5. DDIM step from the (projected) ẑ₀, then the latent DPS step

@@ -21,7 +21,7 @@ CONFIG = Path(__file__).resolve().parents[2] / "papers" / "p2l" / "config.yaml"
 
 @pytest.fixture(scope="module")
 def cfg():
-    return load_config(CONFIG, "smoke")
+    return load_config(CONFIG, "smoke", ["priors=1"])
 
 
 def _main_task_inputs(cfg, task, out, monkeypatch) -> list[tuple]:
@@ -34,8 +34,8 @@ def _main_task_inputs(cfg, task, out, monkeypatch) -> list[tuple]:
         return (x, 1, 1.0, {"step": [], "t": [], "off_range": [], "prompt_cos": [], "null_cos": []}, {},
                 {"nfe": 1, "decoder": 1, "encoder": 0})
 
-    monkeypatch.setattr(T, "load_prior", lambda cfg_, out_: None)
-    monkeypatch.setattr(T, "load_classifier", lambda cfg_, out_: None)
+    monkeypatch.setattr(T, "load_prior", lambda cfg_, out_, prior=0: None)
+    monkeypatch.setattr(T, "load_classifier", lambda cfg_, out_, prior=0: None)
     monkeypatch.setattr(T, "_solve_batches", record)
     monkeypatch.setattr(TU, "_solve_batches", record)       # the tuning runs
     T.main_task(Run("p2l", f"main_{task}", cfg, out), task)
@@ -53,7 +53,7 @@ def test_floors_see_the_main_tables_images_and_noise(cfg, task, tmp_path, monkey
         assert seed_main == seed
         assert torch.equal(y_main, y), method         # the same images, order and noise, bit for bit
     # and the floors experiment itself scores its arms against those images, from that y
-    cfg_one = load_config(CONFIG, "smoke", [f"main_tasks=[{task}]"])
+    cfg_one = load_config(CONFIG, "smoke", [f"main_tasks=[{task}]", "priors=1"])
     monkeypatch.setattr(R, "ceilings", lambda *a: {})      # no trained prior here
     result = R.floors(Run("p2l", "floors", cfg_one, tmp_path))
     k, n = cfg.data.noise_seeds, cfg.data.n_test
@@ -107,6 +107,25 @@ def test_floors_table_lists_every_task_and_the_main_methods(cfg, tmp_path, monke
     standing = (tmp_path / "tables" / "floors_standing.csv").read_text().splitlines()
     assert len(standing) == 1 + 3 * 2 * len(cfg.main_tasks)
     assert (tmp_path / "tables" / "floors_tuning.csv").is_file()
+    assert (tmp_path / "figures" / "main_comparison.png").is_file()   # the headline figure
+
+
+def test_headline_interval_is_over_priors_not_images():
+    """The headline figure's interval of a grouped sample is the t-interval of the priors' means (n = 3),
+    as the ledger's: wider than one over the 96 images."""
+    from papers.p2l.experiments.comparison_figure import interval
+    from shared.intervals import mean_interval
+    from shared.samples import sample
+
+    rng = np.random.default_rng(0)
+    values = np.concatenate([rng.normal(mu, 0.05, 32) for mu in (0.6, 0.7, 0.8)])
+    grouped = sample(values, "image", groups=[k for k in range(3) for _ in range(32)], group_unit="prior")
+    mean, lo, hi = interval(grouped)
+    means = [values[32 * k:32 * (k + 1)].mean() for k in range(3)]
+    assert np.isclose(mean, np.mean(means))
+    assert np.allclose((lo, hi), mean_interval(means)[:2])
+    _, lo_img, hi_img = interval(sample(values, "image"))
+    assert hi - lo > 3 * (hi_img - lo_img)
 
 
 def test_main_task_averages_the_noise_draws_per_image(cfg, tmp_path, monkeypatch):
@@ -119,8 +138,8 @@ def test_main_task_averages_the_noise_draws_per_image(cfg, tmp_path, monkeypatch
                 {"step": [], "t": [], "off_range": [], "prompt_cos": [], "null_cos": []}, records,
                 {"nfe": 1, "decoder": 1, "encoder": 0})
 
-    monkeypatch.setattr(T, "load_prior", lambda cfg_, out_: None)
-    monkeypatch.setattr(T, "load_classifier", lambda cfg_, out_: None)
+    monkeypatch.setattr(T, "load_prior", lambda cfg_, out_, prior=0: None)
+    monkeypatch.setattr(T, "load_classifier", lambda cfg_, out_, prior=0: None)
     monkeypatch.setattr(T, "_solve_batches", solve_as_measurement)
     monkeypatch.setattr(TU, "_solve_batches", solve_as_measurement)
     res = T.main_task(Run("p2l", "main_gblur", cfg, tmp_path), "gblur")

@@ -48,7 +48,7 @@ def test_tuning_grid_crosses_rho_with_the_methods_own_axes():
 
 
 def test_tune_picks_the_best_validation_point(ldm, monkeypatch):
-    cfg = load_config(CONFIG, "smoke", ["solve.steps=2"])
+    cfg = load_config(CONFIG, "smoke", ["solve.steps=2", "tuning.extend=0"])
     val = {"images": torch.zeros(2, 3, 16, 16), "captions": CAPTIONS}
     op = build_operator("sr", 16, factor=4)
 
@@ -91,22 +91,47 @@ def test_guidance_zero_is_the_unconditional_sampler_and_guidance_changes_samples
     assert guided.shape == null.shape and not torch.allclose(guided, null, atol=1e-4)
 
 
-def test_the_rho_by_prompt_lr_grid_is_one_batch(ldm, monkeypatch):
-    cfg = load_config(CONFIG, "tiny", ["solve.steps=2"])
+def test_every_method_evaluates_the_same_number_of_points_and_each_axis_value():
+    """The equal budget: at tiny every method evaluates `tuning.budget` points, and a method with a larger
+    product grid still tries every value of every axis (a Latin-hypercube draw)."""
+    cfg = load_config(CONFIG, "tiny")
+    budget = int(cfg.tuning.budget)
+    for m in cfg.methods:
+        points = TU.tuning_points(cfg, m)
+        assert len(points) == budget, m
+        for axis, values in TU.tuning_axes(cfg, m).items():
+            assert {p[axis] for p in points} == set(map(float, values)), (m, axis)
+    assert {"tau", "lam", "prompt_lr", "prompt_steps"} <= set(TU.tuning_axes(cfg, "p2l"))
+
+
+def test_a_best_value_at_an_edge_extends_that_axis(ldm, monkeypatch):
+    """Quality grows with ρ past the grid: the search extends ρ beyond its largest value, and only ρ."""
+    cfg = load_config(CONFIG, "smoke", ["solve.steps=2", "tuning.extend=2", "tuning.budget=0"])
     val = {"images": torch.zeros(2, 3, 16, 16), "captions": CAPTIONS}
     op = build_operator("sr", 16, factor=4)
-    seen = []
 
-    def fake(method, y, op_, ldm_, cfg_, seed, captions, repeats=1, **hp):   # best at ρ = 2 and lr 1e-2
-        rho, lr = hp["rho"][:, None, None, None], hp["prompt_lr"][:, None, None, None]
-        seen.append((len(y), repeats))
-        return (torch.zeros(len(y), 3, 16, 16) + (rho - 2).abs() + (0.01 - lr), 0, 0.0, {}, {}, {})
+    def fake(method, y, op_, ldm_, cfg_, seed, captions, repeats=1, **hp):
+        w = hp["rho"][:, None, None, None]
+        return (torch.zeros(len(y), 3, 16, 16) + 1 / (1 + w), 0, 0.0, {}, {}, {})
 
     monkeypatch.setattr(TU, "_solve_batches", fake)
-    best, rows = TU.tune(cfg, "p2l", "sr", op, ldm, val, 0)
-    points = len(cfg.tuning.rho) * len(cfg.tuning.extra.p2l.prompt_lr)
-    assert len(rows) == points and seen == [(2 * points, points)]     # the full cross, in one call
-    assert best == {"rho": 2.0, "prompt_lr": 0.01}
+    best, rows = TU.tune(cfg, "ldps", "sr", op, ldm, val, 0)
+    assert best["rho"] == 8.0 and [r["stage"] for r in rows].count("extend") == 2   # 2 → 4 → 8
+    assert TU.edge_flags(best, rows) == {"rho": True}
+
+
+def test_per_image_tau_and_lambda_equal_solving_each_value_alone(ldm):
+    """P2L with per-image τ and λ (a tuning draw as one batch) gives each point's own solution."""
+    g = torch.Generator().manual_seed(5)
+    op = build_operator("gblur", 16, kernel_size=5, blur_sigma=1.0)
+    y = op.measure(torch.rand(1, 3, 16, 16, generator=g) * 2 - 1, 0).repeat(2, 1, 1, 1)
+    tau, lam = torch.tensor([1.0, 2.0]), torch.tensor([1e-4, 1e-2])
+    z_T = torch.randn(1, 4, 4, 4, generator=g).repeat(2, 1, 1, 1)
+    both = solve("p2l", y, op, ldm, steps=4, seed=2, tau=tau, lam=lam, z_init=z_T)
+    for i in range(2):
+        alone = solve("p2l", y[i:i + 1], op, ldm, steps=4, seed=2, tau=int(tau[i]), lam=float(lam[i]), z_init=z_T[:1])
+        torch.testing.assert_close(both.x[i:i + 1], alone.x, atol=1e-4, rtol=1e-3)
+    assert not torch.allclose(both.x[0], both.x[1], atol=1e-4)
 
 
 def test_per_image_prompt_lr_equals_solving_each_value_alone(ldm):

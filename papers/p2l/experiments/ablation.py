@@ -36,14 +36,18 @@ def ablation(run) -> dict:
         **{f"p2l_tau{t}": ("p2l", {"tau": t}) for t in cfg.ablation.tau},
     }
     # every variant at its own ρ, tuned on the validation split like the main table's methods; LDPS and
-    # P2L keep the main table's tuned values; the prompt variants use P2L's tuned prompt_lr
-    lr = {"prompt_lr": tuned["p2l"]["tuned"]["prompt_lr"]} if "prompt_lr" in tuned["p2l"]["tuned"] else {}
+    # P2L keep the main table's tuned values; the variants take P2L's tuned values of the components they
+    # keep (prompt: prompt_lr, K; projection: τ, λ), then their own change
+    p2l_tuned = tuned["p2l"]["tuned"]
+    prompt = {k: p2l_tuned[k] for k in ("prompt_lr", "prompt_steps") if k in p2l_tuned}
+    proj = {k: p2l_tuned[k] for k in ("tau", "lam") if k in p2l_tuned}
+    kept = {"p2l_prompt_only": prompt, "p2l_projection_only": proj, "p2l_glue": prompt, "p2l": {**prompt, **proj}}
     rows, out, tuning_rows = [], {}, []
     for name, (method, extra) in variants.items():
         if name in ("ldps", "p2l"):
             own = tuned[name]["tuned"]
         else:
-            base = {**(lr if method != "p2l_projection_only" else {}), **extra}
+            base = {**kept.get(method, {}), **extra}
             own, trows = tune(cfg, method, task, op, ldm, val, run.seed + 1, base=base, extra_axes=False)
             own = {**base, **own}
             tuning_rows += [{**r, "variant": name} for r in trows]

@@ -35,8 +35,12 @@ def main_table(run) -> dict:
                 row["fd_ci"] = "[{:.3f}, {:.3f}]".format(*r["fd_bootstrap_ci"])
             row["rho"] = r["rho"]
             # every tuned value, "(edge)" where it lies at an edge of the grid tried
-            row["tuned"] = ", ".join(f"{k} = {v:g}" + (" (edge)" if r.get("tuned_at_edge", {}).get(k) else "")
-                                     for k, v in r.get("tuned", {}).items())
+            by_prior = list(zip(r.get("tuned_by_prior", [r.get("tuned", {})]),
+                                r.get("tuned_at_edge_by_prior", [r.get("tuned_at_edge", {})])))
+            row["tuned"] = "; ".join((f"prior {i}: " if len(by_prior) > 1 else "") + ", ".join(
+                f"{k} = {v:g}" + (" (edge)" if edge.get(k) else "") for k, v in t.items())
+                for i, (t, edge) in enumerate(by_prior))
+            row["evaluations"] = r.get("tuning_evaluations")
             rows.append(row)
             runtime_rows.append({"task": task, "method": m, "nfe_per_image": r["nfe"],
                                  "decoder_calls": r["decoder_calls"], "encoder_calls": r["encoder_calls"],
@@ -58,7 +62,8 @@ def main_table(run) -> dict:
     p2l = [parts[t]["methods"]["p2l"] for t in parts]
     if "prompt_cos" in p2l[0]:
         # per image, averaged over the tasks (the same test images in the same order in every task)
-        result["prompt"] = {k: sample(np.mean([r[k]["values"] for r in p2l], 0), "image")
+        result["prompt"] = {k: sample(np.mean([r[k]["values"] for r in p2l], 0), "image", groups=p2l[0][k].get("groups"),
+                                      group_unit=p2l[0][k].get("group_unit"))
                             for k in ("prompt_cos", "null_cos")}
         result["prompt"]["gain"] = gap(result["prompt"]["prompt_cos"], result["prompt"]["null_cos"])
     psld = [parts[t]["methods"]["psld"] for t in parts]

@@ -24,15 +24,22 @@ TASK_NAMES = {"sr": "SR×4", "gblur": "Gaussian deblur", "motion": "Motion deblu
               "inpaint_random": "Random inpainting"}
 
 
-def _prior_dir(out: Path) -> Path:
-    return Path(out) / "checkpoints" / "train_prior"
+def _prior_dir(out: Path, prior: int = 0) -> Path:
+    """Where prior `prior` of the run lives: `train_prior` (the first), `train_prior_<k>` (the replicas)."""
+    return Path(out) / "checkpoints" / ("train_prior" if prior == 0 else f"train_prior_{prior}")
+
+
+def n_priors(cfg) -> int:
+    """The priors the tiny world trains, each from its own seed (the outer unit of the paper claims);
+    one at the full profile (Stable Diffusion)."""
+    return 1 if cfg.full.sd_path else int(cfg.get("priors", 1))
 
 
 def _classifier_file(out: Path) -> Path:
     return Path(out) / "checkpoints" / "train_classifier" / "classifier.safetensors"
 
 
-def load_prior(cfg, out: Path) -> LatentDiffusion:
+def load_prior(cfg, out: Path, prior: int = 0) -> LatentDiffusion:
     """The prior the solvers use: the trained tiny pipeline under `out` (tiny/smoke), or Stable
     Diffusion from `full.sd_path` (full)."""
     device = resolve_device(cfg.device)
@@ -41,7 +48,7 @@ def load_prior(cfg, out: Path) -> LatentDiffusion:
                             fetch="stable-diffusion-v1-5 (huggingface.co/stable-diffusion-v1-5/stable-diffusion-v1-5)",
                             config_key="full.sd_path")
         return load_stable_diffusion(path, device, prior_dtype(cfg, device))
-    return load_stable_diffusion(_prior_dir(out) / "pipeline", device, prior_dtype(cfg, device))
+    return load_stable_diffusion(_prior_dir(out, prior) / "pipeline", device, prior_dtype(cfg, device))
 
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -124,7 +131,7 @@ def method_hparams(cfg, method: str) -> dict:
     return hp
 
 
-VECTOR_HPARAMS = ("rho", "gamma_gml", "gamma_glue", "prompt_lr")   # may be per-image: a tuning grid as one batch
+VECTOR_HPARAMS = ("rho", "gamma_gml", "gamma_glue", "prompt_lr", "tau", "lam")   # may be per-image: a tuning grid as one batch
 
 
 def _solve_batches(method, y, op, ldm, cfg, seed, captions, repeats: int = 1, **hp):

@@ -1,6 +1,7 @@
 """The equal-budget tuning grid and its search on the validation split."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -8,44 +9,112 @@ from .. import metrics as M
 from .problems import TASK_NAMES, VECTOR_HPARAMS, _solve_batches, method_hparams
 
 
-def tuning_grid(cfg, method: str) -> list[dict]:
-    """The equal-budget grid of `method`: every method tries every ρ of `tuning.rho`, crossed with its
-    own extra axes (`tuning.extra.<method>`, e.g. PSLD's γ, P2L's prompt_lr)."""
+INTEGER_AXES = ("tau", "prompt_steps")   # tuned axes whose values are counts (rounded when a grid is extended)
+
+
+def tuning_axes(cfg, method: str | None) -> dict[str, list[float]]:
+    """ρ (every method) and the method's own axes (`tuning.extra.<method>`: PSLD's γ; P2L's prompt_lr,
+    τ, λ and K = prompt_steps; the oracle's τ and λ)."""
+    extra = dict((cfg.tuning.get("extra", {}) or {}).get(method, {}) or {}) if method else {}
+    return {"rho": [float(v) for v in cfg.tuning.rho], **{k: [float(x) for x in v] for k, v in extra.items()}}
+
+
+def tuning_grid(cfg, method: str | None) -> list[dict]:
+    """The product of the method's tuning axes (`tuning_axes`)."""
     import itertools
 
-    extra = dict((cfg.tuning.get("extra", {}) or {}).get(method, {}) or {}) if method else {}
-    keys = ["rho", *extra]
-    axes = [list(cfg.tuning.rho), *(list(v) for v in extra.values())]
-    return [dict(zip(keys, map(float, combo))) for combo in itertools.product(*axes)]
+    axes = tuning_axes(cfg, method)
+    return [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
+
+
+def tuning_points(cfg, method: str | None, budget: int | None = None) -> list[dict]:
+    """The points a method evaluates on the validation images: the same number for every method
+    (`tuning.budget`, the equal budget). A method whose product grid is no larger takes it whole; a
+    larger one takes a Latin-hypercube draw of `budget` points (each axis's values equally often, ±1,
+    in an order shuffled per axis and method, seeded by `seed`), so every value of every axis is tried."""
+    budget = int(budget if budget is not None else (cfg.tuning.get("budget") or 0))
+    grid = tuning_grid(cfg, method)
+    if not budget or len(grid) <= budget:
+        return grid
+    import zlib
+
+    rng = np.random.default_rng([int(cfg.seed), zlib.crc32(str(method).encode())])
+    axes = tuning_axes(cfg, method)
+    cols = {}
+    for k, values in axes.items():
+        reps = -(-budget // len(values))
+        cols[k] = rng.permutation(np.tile(values, reps)[:budget] if len(values) < budget else
+                                  rng.choice(values, budget, replace=False))
+    return [{k: float(cols[k][j]) for k in axes} for j in range(budget)]
+
+
+def _evaluate(cfg, method, task, op, ldm, val, seed, points, base, stage) -> list[dict]:
+    """Validation SSIM and PSNR of each point; points that differ only in vector hyper-parameters (ρ, γ,
+    prompt_lr, τ, λ) are solved as one batch (per-image values, the same z_T per image)."""
+    y = op.measure(val["images"], seed)
+    n = len(val["images"])
+    groups = {}
+    for point in points:
+        key = tuple((k, v) for k, v in point.items() if k not in VECTOR_HPARAMS)
+        groups.setdefault(key, []).append(point)
+    rows = []
+    for key, pts in groups.items():
+        hp = {**method_hparams(cfg, method), **(base or {}),
+              **{k: (int(round(v)) if k in INTEGER_AXES else v) for k, v in key}}
+        for k in VECTOR_HPARAMS:
+            if k in pts[0]:
+                hp[k] = torch.tensor([p[k] for p in pts for _ in range(n)], dtype=torch.float32)
+        caps = None if val["captions"] is None else list(val["captions"]) * len(pts)
+        x, *_ = _solve_batches(method, y.repeat(len(pts), *[1] * (y.dim() - 1)), op, ldm, cfg, seed, caps,
+                               repeats=len(pts), **hp)
+        truth = val["images"].repeat(len(pts), 1, 1, 1)
+        ssim, psnr = M.ssim(x, truth), M.psnr(x, truth)
+        for j, p in enumerate(pts):
+            rows.append({"task": task, "method": method, **p, "stage": stage, "n_val": n,
+                         "val_ssim": float(ssim[j * n:(j + 1) * n].mean()),
+                         "val_psnr": float(psnr[j * n:(j + 1) * n].mean())})
+    return rows
+
+
+def _beyond(tried: list[float], value: float, axis: str) -> float | None:
+    """The next value past an edge of the values tried (the ratio of the two values nearest that edge),
+    or None where there is no such value (a count below 1, a single value tried)."""
+    if len(tried) < 2 or value not in (tried[0], tried[-1]):
+        return None
+    new = value / (tried[1] / tried[0]) if value == tried[0] else value * (tried[-1] / tried[-2])
+    if axis in INTEGER_AXES:
+        new = float(round(new))
+        if new < 1 or new == value:
+            return None
+    return new
 
 
 def tune(cfg, method, task, op, ldm, val, seed, base: dict | None = None,
          extra_axes: bool = True) -> tuple[dict, list[dict]]:
-    """Equal budget: each method tries its grid (`tuning_grid`) on the validation split and keeps the
-    point of best mean SSIM. Grid points that differ only in ρ, γ or prompt_lr are solved as one batch
-    (per-image values, the same z_T per image), which gives the same reconstructions as solving them
-    one by one; any other axis splits the grid into one batch per value."""
-    y = op.measure(val["images"], seed)
-    n = len(val["images"])
-    grid = tuning_grid(cfg, method if extra_axes else None)
-    groups = {}
-    for point in grid:
-        key = tuple((k, v) for k, v in point.items() if k not in VECTOR_HPARAMS)
-        groups.setdefault(key, []).append(point)
-    rows = []
-    for key, points in groups.items():
-        hp = {**method_hparams(cfg, method), **(base or {}), **dict(key)}
-        for k in VECTOR_HPARAMS:
-            if k in points[0]:
-                hp[k] = torch.tensor([p[k] for p in points for _ in range(n)], dtype=torch.float32)
-        caps = None if val["captions"] is None else list(val["captions"]) * len(points)
-        x, *_ = _solve_batches(method, y.repeat(len(points), *[1] * (y.dim() - 1)), op, ldm, cfg, seed, caps,
-                               repeats=len(points), **hp)
-        ssim = M.ssim(x, val["images"].repeat(len(points), 1, 1, 1))
-        for j, p in enumerate(points):
-            rows.append({"task": task, "method": method, **p, "val_ssim": float(ssim[j * n:(j + 1) * n].mean())})
+    """Equal budget: each method evaluates `tuning_points` (the same number for every method) on the
+    same validation images and keeps the point of best mean SSIM; then, up to `tuning.extend` rounds, an
+    axis whose best value lies at an edge of the values tried is extended one step past it (one point
+    per such axis, the other axes at their best), while that improves the best SSIM. The rows (`stage`
+    draw | extend) count every evaluation."""
+    axes_of = method if extra_axes else None
+    points = tuning_points(cfg, axes_of)
+    rows = _evaluate(cfg, method, task, op, ldm, val, seed, points, base, "draw")
+    keys = list(points[0])
+    for _ in range(int(cfg.tuning.get("extend", 0) or 0)):
+        best = max(rows, key=lambda r: r["val_ssim"])
+        new = []
+        for k in keys:
+            v = _beyond(sorted({r[k] for r in rows}), best[k], k)
+            if v is not None:
+                new.append({**{j: best[j] for j in keys}, k: v})
+        if not new:
+            break
+        more = _evaluate(cfg, method, task, op, ldm, val, seed, new, base, "extend")
+        rows += more
+        if max(r["val_ssim"] for r in more) <= best["val_ssim"]:
+            break
     best = max(rows, key=lambda r: r["val_ssim"])
-    return {k: best[k] for k in grid[0]}, rows
+    return {k: best[k] for k in keys}, rows
 
 
 def tuning_figure(task, rows):
