@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from shared.progress import progress
 from shared.seeding import derive_seed
 
 from .model import MaskedVideoAutoencoder, VideoClassifier
@@ -66,7 +67,7 @@ def evaluate(model: VideoClassifier, data, batch: int, seed: int, device: str = 
     model.to(device).eval()
     gen = torch.Generator().manual_seed(derive_seed(seed, "eval-prune"))
     correct, skipped = 0, []
-    for k, i in enumerate(range(0, len(data), batch)):
+    for k, i in enumerate(progress(range(0, len(data), batch), "evaluation (batches)")):
         n = min(i + batch, len(data)) - i
         if k % size != rank:
             skipped.append(n)

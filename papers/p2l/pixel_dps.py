@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
+from shared.progress import progress
+
 
 @dataclass
 class PixelSolution:
@@ -76,7 +78,7 @@ def dps(unet, scheduler, op, y, steps: int, zeta, seed: int, repeats: int = 1, i
     zeta = torch.as_tensor(zeta, dtype=torch.float32)
     zeta = zeta.expand(y.shape[0]) if zeta.dim() == 0 else zeta
     pairs = timesteps(scheduler, steps)
-    for t, t_prev in pairs:
+    for t, t_prev in progress(pairs, f"pixel DPS ({len(pairs)} steps, {y.shape[0]} images)"):
         noise = torch.randn(n, *shape, generator=g).repeat(repeats, 1, 1, 1)
         x, _ = dps_step(unet, scheduler, op, y, x, t, t_prev, zeta, noise)
     return PixelSolution(x=x.clamp(-1, 1), nfe=len(pairs), wall_s=time.perf_counter() - start)

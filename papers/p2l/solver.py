@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from shared.progress import progress
+
 from .models import LatentDiffusion
 from .operators import Inpainting, Operator
 
@@ -179,7 +181,7 @@ def solve(method: str, y: torch.Tensor, operator: Operator, ldm: LatentDiffusion
     traj = {"step": [], "t": [], "off_range": [], "prompt_cos": [], "null_cos": []}
     records = {"off_range": [], "prompt_cos": [], "null_cos": []}
 
-    for i, t in enumerate(timesteps):
+    for i, t in enumerate(progress(timesteps, f"{method} ({steps} DDIM steps, {y.shape[0]} images)")):
         t_prev = t - stride
         a_prev = (acp[t_prev] if t_prev >= 0 else final_acp).float()
 

@@ -15,3 +15,16 @@ def test_bars_follow_the_profile_and_ci(monkeypatch):
     monkeypatch.setenv("CI", "true")
     monkeypatch.setattr(loggers, "RUN_CONTEXT", {"config": {"profile": "full"}})
     assert show_progress(True) is False and progress(range(3), "solve") == range(3)
+
+
+def test_long_loops_at_full_go_through_the_bar():
+    """The loops that run for hours at full (P2L's DDIM solve, pixel DPS, EVEREST's test evaluation) iterate
+    through `progress`."""
+    import inspect
+
+    from papers.everest.train import evaluate
+    from papers.p2l.pixel_dps import dps
+    from papers.p2l.solver import solve
+
+    for fn in (solve, dps, evaluate):
+        assert "in progress(" in inspect.getsource(fn) or "enumerate(progress(" in inspect.getsource(fn), fn.__name__
