@@ -40,7 +40,10 @@ def test_record_of_a_run(tmp_path):
     assert record["profile"] == "tiny" and record["result_commits"] == ["a" * 12]
     assert record["machine"]["devices"] == ["cpu"] and record["machine"]["cores"]
     tables = record["tables"]
-    assert set(tables) == {"verdicts", "run", "alpha.claims", "beta.claims", "alpha.main", "alpha.cost"}
+    assert set(tables) == {"verdicts", "run", "alpha.claims", "beta.claims", "alpha.paper_claims", "beta.paper_claims",
+                           "alpha.main", "alpha.cost"}
+    assert "| a2 | paper |" in tables["alpha.paper_claims"] and "| floor |" not in tables["alpha.paper_claims"]
+    assert "| floor |" in tables["alpha.claims"]
     rows = {line.split(" | ")[0].strip("| "): line for line in tables["verdicts"].splitlines()[2:]}
     assert rows["alpha"].startswith("| alpha | 1 | 1 | 0 | 0 | floors 1/1 | a1 | a2 |")
     assert rows["beta"].startswith("| beta | 0 | 0 | 1 | 0 | – | – | – |")
