@@ -73,8 +73,14 @@ def main_table(run) -> dict:
         "nfe_p2l_over_psld": float(np.mean([a["nfe"] / b["nfe"] for a, b in zip(p2l, psld)])),
         "decoder_p2l_over_psld": float(np.mean([a["decoder_calls"] / b["decoder_calls"] for a, b in zip(p2l, psld)])),
         "encoder_p2l_over_psld": float(np.mean([a["encoder_calls"] / b["encoder_calls"] for a, b in zip(p2l, psld)])),
+        # per prompt step: (ratio − 1) / K, with K the prompt steps P2L's tuning chose (prior 0, whose solves
+        # the counts are); 1 where each prompt step adds one UNet and one decoder evaluation to PSLD's step
+        "nfe_over_psld_per_prompt_step": float(np.mean([(a["nfe"] / b["nfe"] - 1) / _k(a) for a, b in zip(p2l, psld)])),
+        "decoder_over_psld_per_prompt_step": float(np.mean([(a["decoder_calls"] / b["decoder_calls"] - 1) / _k(a)
+                                                            for a, b in zip(p2l, psld)])),
         # call counts follow from the configured algorithms (K, steps): accounting, not a measurement
-        "from_config": ["nfe_p2l_over_psld", "decoder_p2l_over_psld", "encoder_p2l_over_psld"],
+        "from_config": ["nfe_p2l_over_psld", "decoder_p2l_over_psld", "encoder_p2l_over_psld",
+                        "nfe_over_psld_per_prompt_step", "decoder_over_psld_per_prompt_step"],
         "calls_per_image": {m: {k: parts[next(iter(parts))]["methods"][m][c] for k, c in
                                 (("nfe", "nfe"), ("decoder", "decoder_calls"), ("encoder", "encoder_calls"))}
                             for m in methods},
@@ -83,6 +89,11 @@ def main_table(run) -> dict:
     run.save_figure(trajectory_figure(parts), "prompt_trajectory")
     run.save_figure(off_range_figure(parts), "off_range")
     return result
+
+
+def _k(method: dict) -> int:
+    """The prompt steps per sampling step P2L ran at (tuned, else its configured K = 1)."""
+    return int((method.get("tuned") or {}).get("prompt_steps", 1))
 
 
 def trajectory_figure(parts):
