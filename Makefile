@@ -94,7 +94,8 @@ test-fast: install
 
 # Chromium (Selenium + Debian's chromium-driver, installed here when absent, as root) on the smoke results
 # in $(SMOKE_RESULTS)/smoke (made first if missing): JupyterLab runs every paper notebook and moves one
-# explorer slider; the HTML report (make report) opens with every section rendered. Screenshots under
+# explorer slider; the HTML report (make report) opens with every section rendered; the README's first screen
+# shows the commands and the verdicts (readme.png). Screenshots under
 # results/browser/.
 test-browser: install
 	@command -v chromedriver >/dev/null || { apt-get update -qq && \
