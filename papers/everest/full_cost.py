@@ -154,8 +154,9 @@ def _costs(cfg, seeds: int) -> list[Cost]:
     costs.append(Cost("token_overlay", "gpu", flops=seeds * int(cfg.overlay.n_clips) * f1 / int(cfg.finetune.batch),
                       flops_how="counted", precision=prec, gpu_mem_gb=2.0, mem_how="stated",
                       bytes_read=seeds * int(cfg.overlay.n_clips) * CLIP_BYTES, host_s=300))
-    for name in ("label_leak", "accuracy", "static_knob"):
-        costs.append(Cost(name, "cpu", cpu_s=120, cpu_how="stated", note="tables from metrics (label_leak: skipped on video)"))
+    for name in ("label_leak", "accuracy", "static_knob", "camera_pan"):
+        costs.append(Cost(name, "cpu", cpu_s=120, cpu_how="stated",
+                          note="tables from metrics (label_leak, camera_pan: skipped on video)"))
     return costs
 
 
