@@ -17,6 +17,7 @@ from typing import Callable
 import numpy as np
 from skimage import color, exposure, feature, filters, restoration, transform
 
+from shared.progress import progress
 from shared.seeding import derive_seed
 
 Edit = Callable[[np.ndarray, float, np.random.Generator], np.ndarray]  # (img, strength, rng) -> img
@@ -263,7 +264,7 @@ class InstructPix2PixTeacher:
         h, w = images.shape[1:3]
         r = self.edit_resolution
         out = []
-        for start in range(0, len(images), self.batch_size):
+        for start in progress(range(0, len(images), self.batch_size), f"teacher edits ({len(images)} images)"):
             chunk = images[start:start + self.batch_size]
             pil = [Image.fromarray((transform.resize(im, (r, r)) * 255).round().astype(np.uint8)) for im in chunk]
             gen = torch.Generator(device="cpu").manual_seed(derive_seed(seed, prompt, start))

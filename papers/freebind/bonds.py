@@ -11,6 +11,8 @@ from typing import Callable, Mapping, Sequence
 import torch
 import torch.nn.functional as F
 
+from shared.progress import progress
+
 from .projector import MoP, ProjectorBank, l2norm, mix
 from .spaces import info_nce
 
@@ -216,7 +218,7 @@ def train_bond(datasets: Sequence[tuple[dict, dict]], overlap: Sequence[str], sr
     best = copy.deepcopy(bank) if cfg.keep_best else None
     best_loss = [float("inf")] * k
     bank.train()
-    for step in range(1, cfg.steps + 1):
+    for step in progress(range(1, cfg.steps + 1), "bond training (steps)"):
         idx = [tr[torch.randint(len(tr), (cfg.batch,), generator=g)] for tr, _ in splits]
         s, t = gather(idx)
         out = {m: bank(x) for m, x in s.items()}

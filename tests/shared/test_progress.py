@@ -18,13 +18,15 @@ def test_bars_follow_the_profile_and_ci(monkeypatch):
 
 
 def test_long_loops_at_full_go_through_the_bar():
-    """The loops that run for hours at full (P2L's DDIM solve, pixel DPS, EVEREST's test evaluation) iterate
+    """The loops that run for hours at full (P2L's DDIM solve, pixel DPS, EVEREST's test evaluation, E2GAN's teacher edits, FreeBind's bond training) iterate
     through `progress`."""
     import inspect
 
+    from papers.e2gan.teacher import InstructPix2PixTeacher
     from papers.everest.train import evaluate
+    from papers.freebind.bonds import train_bond
     from papers.p2l.pixel_dps import dps
     from papers.p2l.solver import solve
 
-    for fn in (solve, dps, evaluate):
+    for fn in (solve, dps, evaluate, InstructPix2PixTeacher.edit, train_bond):
         assert "in progress(" in inspect.getsource(fn) or "enumerate(progress(" in inspect.getsource(fn), fn.__name__
