@@ -13,10 +13,10 @@ from shared.io import read_json
 from shared.samples import combine
 
 from .. import metrics as M
-from ..data import make_split
 from ..pixel_dps import dps
 from ..pixel_prior import build_pixel_scheduler, load_pixel_prior, n_parameters, save_pixel_prior
-from .problems import TASK_NAMES, _prior_dir, cell, held_out_problem, load_images, n_priors, per_image_mean
+from .problems import (TASK_NAMES, _prior_dir, cell, held_out_problem, load_images, n_priors, per_image_mean,
+                       replica_dir, replica_training)
 from .task_solutions import _grouped
 from .tuning import _beyond, edge_flags
 
@@ -24,7 +24,7 @@ METHODS = ("p2l", "psld", "ldps")   # the latent solvers the table sets beside D
 
 
 def _pixel_dir(out: Path, prior: int = 0) -> Path:
-    return Path(out) / "checkpoints" / ("train_pixel_prior" if prior == 0 else f"train_pixel_prior_{prior}")
+    return replica_dir(out, "train_pixel_prior", prior)
 
 
 def train_pixel_prior_job(run, prior: int = 0) -> dict:
@@ -35,9 +35,7 @@ def train_pixel_prior_job(run, prior: int = 0) -> dict:
     from ..pixel_prior import train_pixel_prior
 
     start = time.perf_counter()
-    seed = run.seed + prior
-    tag = "" if prior == 0 else f"_{prior}"
-    data = make_split(run.seed, "train", cfg.data.n_train, cfg.image_size)
+    seed, tag, data = replica_training(run, prior)
     unet = train_pixel_prior(cfg.pixel, cfg.ldm, data["images"], run.checkpoint_dir(f"pixel{tag}"), seed)
     save_pixel_prior(unet, _pixel_dir(run.out, prior) / "unet")
     return {"prior": prior, "seed": seed, "parameters": n_parameters(unet), "steps": int(cfg.ldm.steps),

@@ -11,7 +11,7 @@ from .. import metrics as M
 from ..components import assemble, sample_prior, tiny_tokenizer
 from ..data import ATTRIBUTES, make_split
 from ..models import save_pipeline
-from .problems import _classifier_file, _prior_dir, _show, load_classifier, load_prior, n_priors
+from .problems import _classifier_file, _prior_dir, _show, load_classifier, load_prior, n_priors, replica_training
 
 
 def train_attribute_classifier(run) -> dict:
@@ -40,9 +40,7 @@ def train_prior(run, prior: int = 0) -> dict:
     from ..prior import encode_all, train_ldm, train_vae   # Lightning: only the training jobs import it
 
     start = time.perf_counter()
-    seed = run.seed + prior
-    tag = "" if prior == 0 else f"_{prior}"
-    data = make_split(run.seed, "train", cfg.data.n_train, cfg.image_size)
+    seed, tag, data = replica_training(run, prior)
     images, captions = data["images"], data["captions"]
     vae = train_vae(cfg.vae, images, run.checkpoint_dir(f"vae{tag}"), seed)
     latents = encode_all(vae, images)

@@ -24,9 +24,22 @@ TASK_NAMES = {"sr": "SR×4", "gblur": "Gaussian deblur", "motion": "Motion deblu
               "inpaint_random": "Random inpainting"}
 
 
+def replica_dir(out: Path, name: str, prior: int = 0) -> Path:
+    """Where replica `prior` of a trained prior lives: `<name>` (the first), `<name>_<k>` (the others)."""
+    return Path(out) / "checkpoints" / (name if prior == 0 else f"{name}_{prior}")
+
+
 def _prior_dir(out: Path, prior: int = 0) -> Path:
     """Where prior `prior` of the run lives: `train_prior` (the first), `train_prior_<k>` (the replicas)."""
-    return Path(out) / "checkpoints" / ("train_prior" if prior == 0 else f"train_prior_{prior}")
+    return replica_dir(out, "train_prior", prior)
+
+
+def replica_training(run, prior: int = 0) -> tuple[int, str, dict]:
+    """What replica `prior` of a prior trains from: its seed (seed + k), its checkpoint tag ("" or "_k") and
+    the run's training split (the same images for every replica)."""
+    cfg = run.cfg
+    return (run.seed + prior, "" if prior == 0 else f"_{prior}",
+            make_split(run.seed, "train", cfg.data.n_train, cfg.image_size))
 
 
 def n_priors(cfg) -> int:
