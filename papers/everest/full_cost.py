@@ -109,7 +109,7 @@ def _costs(cfg, seeds: int) -> list[Cost]:
     costs = []
     how = f"decoding {DECODE_S_PER_CLIP * 1e3:.0f} ms/clip on {_workers(cfg)} process(es) (stated)"
     grid = len(cfg.finetune.get("lr_grid", []) or [])
-    runs = seeds + max(0, grid - 1) + (grid > 1)   # an lr grid: the first seed at every lr and at most one extension
+    runs = seeds + max(0, grid - 1)   # an lr grid: the first seed fine-tunes at every lr
     for arm in PRETRAIN_ARMS:
         steps, b = int(cfg.pretrain.steps), int(cfg.pretrain.batch)
         f, mem = step_cost(cfg, "pretrain", arm)

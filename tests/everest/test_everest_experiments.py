@@ -112,23 +112,13 @@ def test_every_arm_chooses_its_lr_from_one_grid_on_validation_clips(tmp_path, mo
     assert all(c[3] for c in calls[:3]) and not any(c[3] for c in calls[3:])   # validation only while tuning
     assert out["top1"]["values"] == [10.0, 110.0, 210.0]                         # seed 0: the chosen grid run
     assert len({c[2] for c in calls[:3]}) == 3                                   # one checkpoint folder per lr
-    assert out["lr"]["extended"] is None and out["lr"]["flat"] is False      # a tie at the edge: no extension
-    scores.update({0.03: 60.0, 0.09: 58.0})   # the top edge wins outright: one step beyond it, then the best
+    scores[0.03] = 60.0
     calls.clear()
     out = finetuning.finetune_arm(smoke_run(tmp_path, "finetune_everest", "[0,1]"), "everest", "b100")
-    assert [c[:2] for c in calls] == [(0, 0.003), (0, 0.01), (0, 0.03), (0, 0.09), (1, 0.03)]
-    assert out["lr"]["grid"] == [0.003, 0.01, 0.03, 0.09] and out["lr"]["extended"] == 0.09
-    assert out["lr"]["chosen"] == 0.03 and out["lr"]["at_edge"] is False
-    scores[0.09] = 65.0   # still best at the extended edge: flagged, no second round
+    assert out["lr"]["chosen"] == 0.03 and out["lr"]["at_edge"] is True
+    scores.update({0.003: 70.0, 0.03: 50.0})   # the bottom edge is an edge too
     out = finetuning.finetune_arm(smoke_run(tmp_path, "finetune_everest", "[0,1]"), "everest", "b100")
-    assert out["lr"]["chosen"] == 0.09 and out["lr"]["at_edge"] is True and len(out["lr"]["grid"]) == 4
-    scores.update({0.003: 70.0, 0.03: 50.0, 0.0009: 68.0})   # the bottom edge is an edge too
-    out = finetuning.finetune_arm(smoke_run(tmp_path, "finetune_everest", "[0,1]"), "everest", "b100")
-    assert out["lr"]["extended"] == 0.0009 and out["lr"]["chosen"] == 0.003 and out["lr"]["at_edge"] is False
-    scores.update({g: 28.0 for g in scores})   # nothing learns: flat, no extension, the smallest lr
-    out = finetuning.finetune_arm(smoke_run(tmp_path, "finetune_everest", "[0,1]"), "everest", "b100")
-    assert out["lr"]["flat"] is True and out["lr"]["extended"] is None and out["lr"]["chosen"] == 0.003
-    assert out["lr"]["at_edge"] is False
+    assert out["lr"]["chosen"] == 0.003 and out["lr"]["at_edge"] is True
     calls.clear()   # a given lr (the knob's and the budget curve's fine-tunes): no tuning
     out = finetuning.finetune_arm(smoke_run(tmp_path, "finetune_everest", "[0,1]"), "everest", "b100", lr=0.003)
     assert [c[:2] for c in calls] == [(0, 0.003), (1, 0.003)] and out["lr"]["chosen"] == 0.003

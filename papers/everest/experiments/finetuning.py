@@ -6,9 +6,7 @@ pruning.
 **One tuning budget for every arm** (`finetune.lr_grid`): each main-world arm fine-tunes its first seed
 at every lr of the same grid, scores each on validation clips (`data.n_val`, a stream of their own,
 neither training nor test clips), and keeps the lr with the best validation top-1 (the smaller lr on a
-tie); its other seeds run at that lr. When one edge of the grid is the unique best, the grid gains the
-next step beyond it, once (`edge_extension`), for whichever arm that happens to; a best still at the
-extended edge is flagged, and a grid on which every lr scores the same (no lr learns) is flagged flat. The seed-0 run at the chosen lr is the arm's seed-0 result (its
+tie); its other seeds run at that lr. The seed-0 run at the chosen lr is the arm's seed-0 result (its
 training does not depend on the other grid points). The record says the grid, each lr's validation
 top-1, the chosen lr and whether it lies on the grid's edge. The knob's and the budget curve's
 fine-tunes take the chosen lr of the same arm in the main world (`finetune_<arm>.json`). An empty grid
@@ -74,20 +72,6 @@ def _finetune_seed(run, arm: str, snapshot: str | None, prune: str, seed: int, c
     return {**out, "loss": sum(losses[-tail:]) / tail, "tokens": model.encoder.num_tokens, "schedule": plan}
 
 
-def edge_extension(grid: list[float], val: list[float]) -> float | None:
-    """The lr one grid step beyond the edge whose validation top-1 is the unique best (the step: the
-    ratio of that edge to its neighbour), or None: the best is inside, tied, or the grid has one point."""
-    if len(grid) < 2 or val.count(max(val)) > 1:
-        return None
-    order = sorted(range(len(grid)), key=grid.__getitem__)
-    lo, hi = order[0], order[-1]
-    best = val.index(max(val))
-    if best not in (lo, hi):
-        return None
-    edge, neighbour = (grid[hi], grid[order[-2]]) if best == hi else (grid[lo], grid[order[1]])
-    return float(f"{edge * edge / neighbour:.6g}")
-
-
 def lr_dir(lr: float) -> str:
     return f"lr{lr:g}"
 
@@ -109,21 +93,13 @@ def finetune_arm(run, arm: str, snapshot: str | None, subdir: str = "", cfg=None
     grid = [float(x) for x in (cfg.finetune.lr_grid or [])]
     results, tuning = {}, None
     if lr is None and grid:
-        def tune(g: float) -> dict:
-            return finetune_seed(run, arm, snapshot, prune, seeds[0], "/".join(p for p in (subdir, lr_dir(g)) if p),
-                                 with_lr(cfg, g), point, steps, val=True, world=world)
-
-        first = {g: tune(g) for g in grid}
-        extended = edge_extension(grid, [first[g]["val_top1"] for g in grid])
-        if extended is not None:   # one round: the next step beyond the edge that won outright
-            first[extended] = tune(extended)
-            grid = sorted([*grid, extended])
+        first = {g: finetune_seed(run, arm, snapshot, prune, seeds[0], "/".join(p for p in (subdir, lr_dir(g)) if p),
+                                  with_lr(cfg, g), point, steps, val=True, world=world) for g in grid}
         val = [first[g]["val_top1"] for g in grid]
         lr = grid[val.index(max(val))]
         results[seeds[0]] = first[lr]
-        tuning = {"grid": grid, "val_top1": val, "chosen": lr, "extended": extended,
-                  "at_edge": len(grid) > 1 and lr in (min(grid), max(grid)) and val.count(max(val)) == 1,
-                  "flat": len(set(val)) == 1, "tuned_on": f"seed {seeds[0]}, {cfg.data.n_val} validation clips"}
+        tuning = {"grid": grid, "val_top1": val, "chosen": lr, "at_edge": len(grid) > 1 and lr in (min(grid), max(grid)),
+                  "tuned_on": f"seed {seeds[0]}, {cfg.data.n_val} validation clips"}
     elif lr is None:
         lr = float(cfg.finetune.lr)
     for seed in seeds:
