@@ -173,3 +173,19 @@ def test_standardize_pi_zscores_pi_on_the_training_fold_only():
     np.testing.assert_allclose(pi[tr].std(0), 1, atol=1e-4)
     np.testing.assert_array_equal(std["data"]["hist"][:, :, 1:], raw["data"]["hist"][:, :, 1:])   # μ, Σ untouched
     np.testing.assert_array_equal(std["pi"], raw["data"]["hist"][:, :, 0].numpy())               # raw π kept
+
+
+@pytest.mark.parametrize("modality", ["both", "histo"])
+def test_value_residual_adds_each_tokens_own_value(modality):
+    """`model.value_residual` adds each token's own value V to the attention output A V (the switch the
+    official token lacks); the attention map itself is unchanged."""
+    torch.manual_seed(0)
+    kw = dict(dim=8, code_dim=4, snn_dropout=0.0, dropout=0.0, n_out=4, modality=modality)
+    pathways = [[0, 1], [2, 3, 4]]
+    plain, residual = MMP(6, 3, pathways, **kw), MMP(6, 3, pathways, value_residual=True, **kw)
+    residual.load_state_dict(plain.state_dict())
+    z = torch.randn(2, 5, 12)
+    (a0, h0), (a1, h1) = plain.attention(z), residual.attention(z)
+    v = plain.qkv(plain.norm(z)).chunk(3, dim=-1)[2]
+    assert torch.equal(a0, a1)
+    assert torch.allclose(h1, h0 + v, atol=1e-6) and not torch.allclose(h1, h0)
