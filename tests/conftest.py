@@ -54,7 +54,7 @@ def smoke_every_paper(tmp_path_factory, request):
     need smoke results. REPRO_SMOKE_RESULTS=<dir> keeps them there (CI: results, for make test-browser).
 
     Under pytest-xdist (`make test` runs two workers) the first worker to ask runs it while holding a
-    file lock and leaves its outcome, stamped with this session's run id, beside the results; the other
+    file lock and leaves its outcome, stamped with this test run's id, beside the results; the other
     worker waits on the lock and reads that outcome (both files in the results root). (The run takes both cores, so the wait costs
     nothing; xdist's loadgroup cannot pin the tests to one worker under pytest 9.)"""
     import fcntl
