@@ -181,6 +181,8 @@ def make_clips(n: int, seed: int, *, frames: int = 16, size: int = 32, speed: fl
     moving = np.zeros((n, frames, size, size), bool)
     labels = np.empty(n, np.int64)
     motions = np.empty(n, np.int64)
+    steps = np.arange(frames, dtype=float)                 # frame index f, as the camera's pan · f
+    frame_idx, grid = np.arange(frames)[:, None, None], np.arange(8)
     for i in range(n):
         rng = np.random.default_rng([seed, i])
         labels[i] = rng.integers(k) if label is None else label
@@ -205,18 +207,22 @@ def make_clips(n: int, seed: int, *, frames: int = 16, size: int = 32, speed: fl
         path = np.rint(_trajectory(int(motions[i]), clock, frames, room, speed, rng, extras)).astype(int)
         path = np.clip(path, 0, room)
         phase = rng.uniform(0, 2 * math.pi)
-        for f in range(frames):
-            oy, ox = np.rint(margin + pan * f).astype(int)
-            oy, ox = np.clip([oy, ox], 0, 2 * margin)
-            frame = tex[oy:oy + size, ox:ox + size].copy()
-            y, x = path[f]
-            frame[y:y + 8, x:x + 8] = np.maximum(frame[y:y + 8, x:x + 8], digit)
-            moving[i, f, y:y + 8, x:x + 8] = digit > 0
-            if flicker:
-                frame *= 1 + flicker * math.sin(2 * math.pi * f / 4 + phase)
-            video[i, f] = frame
+        # the frames at once: the camera's crop of the background, then the digit on top (the max of the two)
+        offsets = np.clip(np.rint(margin + pan[None, :] * steps[:, None]).astype(int), 0, 2 * margin)
+        if pan_speed:
+            clip = np.stack([tex[oy:oy + size, ox:ox + size] for oy, ox in offsets])
+        else:
+            clip = np.broadcast_to(tex[offsets[0, 0]:offsets[0, 0] + size, offsets[0, 1]:offsets[0, 1] + size],
+                                   (frames, size, size)).copy()
+        rows, cols = path[:, 0, None, None] + grid[None, :, None], path[:, 1, None, None] + grid[None, None, :]
+        clip[frame_idx, rows, cols] = np.maximum(clip[frame_idx, rows, cols], digit)
+        moving[i][frame_idx, rows, cols] = digit > 0
+        if flicker:
+            clip *= np.array([1 + flicker * math.sin(2 * math.pi * f / 4 + phase) for f in range(frames)],
+                             np.float32)[:, None, None]
+        video[i] = clip
         video[i] += noise * rng.standard_normal(video[i].shape).astype(np.float32)
-    video = np.clip(video, 0.0, 1.0)
+    np.clip(video, 0.0, 1.0, out=video)
     return Clips(torch.from_numpy(video).unsqueeze(1), torch.from_numpy(labels), torch.from_numpy(moving),
                  torch.from_numpy(motions))
 

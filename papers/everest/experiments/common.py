@@ -56,7 +56,7 @@ def classes(cfg) -> int:
     return num_classes(cfg.data.appearance) if cfg.data.source == "procedural" else cfg.data.num_classes
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=8)   # every split of 1–2 seeds: a budget curve or knob job revisits them
 def _procedural(cfg_key: tuple, seed: int, n: int, frames: int | None = None, rest: float | None = None,
                 pan_speed: float | None = None):
     """make_clips with the data config `cfg_key`, optionally overriding frames (same total motion),
