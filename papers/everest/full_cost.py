@@ -109,7 +109,8 @@ def _costs(cfg, seeds: int) -> list[Cost]:
     costs = []
     how = f"decoding {DECODE_S_PER_CLIP * 1e3:.0f} ms/clip on {_workers(cfg)} process(es) (stated)"
     grid = len(cfg.finetune.get("lr_grid", []) or [])
-    runs = seeds + max(0, grid - 1)   # an lr grid: the first seed fine-tunes at every lr
+    extend = grid > 1 and len(cfg.finetune.get("lr_extend", []) or []) == 2
+    runs = seeds + max(0, grid - 1) + extend   # an lr grid: the first seed at every lr, and at most one beyond an edge
     for arm in PRETRAIN_ARMS:
         steps, b = int(cfg.pretrain.steps), int(cfg.pretrain.batch)
         f, mem = step_cost(cfg, "pretrain", arm)

@@ -52,10 +52,16 @@ def finetune(model: VideoClassifier, data, cfg, seed: int,
                  device)
 
 
-@torch.no_grad()
 def evaluate(model: VideoClassifier, data, batch: int, seed: int, device: str = "cpu") -> float:
-    """Top-1 accuracy (%) with the arm's own token pruning at test time. A batch of multi-view
-    clips [b, views, C, F, H, W] is scored by the mean softmax over its views.
+    """Top-1 accuracy (%) of `scores`."""
+    return scores(model, data, batch, seed, device)["top1"]
+
+
+@torch.no_grad()
+def scores(model: VideoClassifier, data, batch: int, seed: int, device: str = "cpu") -> dict[str, float]:
+    """Top-1 accuracy (%) with the arm's own token pruning at test time, and the mean negative log
+    likelihood of the true class (`nll`, nats). A batch of multi-view clips [b, views, C, F, H, W] is
+    scored by the mean softmax over its views.
 
     Inside a multi-process (DDP) job the batches are dealt to the ranks (batch k to rank k mod world),
     each rank decodes and scores only its own, and the correct counts are summed over ranks: the same
@@ -66,7 +72,7 @@ def evaluate(model: VideoClassifier, data, batch: int, seed: int, device: str = 
     size, rank = world()
     model.to(device).eval()
     gen = torch.Generator().manual_seed(derive_seed(seed, "eval-prune"))
-    correct, skipped = 0, []
+    correct, nll, skipped = 0, 0.0, []
     for k, i in enumerate(progress(range(0, len(data), batch), "evaluation (batches)")):
         n = min(i + batch, len(data)) - i
         if k % size != rank:
@@ -81,12 +87,16 @@ def evaluate(model: VideoClassifier, data, batch: int, seed: int, device: str = 
         if video.dim() == 6:
             b, v = video.shape[:2]
             probs = model(video.flatten(0, 1).to(device), gen).softmax(-1).view(b, v, -1).mean(1)
+            log_probs = probs.clamp_min(1e-12).log()
         else:
-            probs = model(video.to(device), gen)
+            probs = model(video.to(device), gen)   # logits: the argmax is the softmax's
+            log_probs = probs.log_softmax(-1)
         correct += int((probs.argmax(-1).cpu() == labels).sum())
+        nll -= float(log_probs.cpu().gather(1, labels[:, None]).sum())
     if size > 1:
         dist = torch.distributed
-        total = torch.tensor([correct], device=device if dist.get_backend() == "nccl" else "cpu")
+        total = torch.tensor([correct, nll], dtype=torch.float64,
+                             device=device if dist.get_backend() == "nccl" else "cpu")
         dist.all_reduce(total)
-        correct = int(total.item())
-    return 100.0 * correct / len(data)
+        correct, nll = int(round(total[0].item())), float(total[1].item())
+    return {"top1": 100.0 * correct / len(data), "nll": nll / len(data)}

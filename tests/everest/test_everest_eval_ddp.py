@@ -95,3 +95,18 @@ def test_two_ranks_shard_the_test_set_and_gather_the_one_process_accuracy(tmp_pa
         shards = [set(r[prune][1]) for r in ranks]
         assert not shards[0] & shards[1] and shards[0] | shards[1] == set(range(N)), shards   # each read once
         assert shards[0] == {i for i in range(N) if (i // BATCH) % 2 == 0}
+
+
+def test_scores_give_top1_and_the_mean_nll_of_the_true_class():
+    """`scores` on single-view clips: top-1 of the logits and the mean cross-entropy of the true class (the
+    lr grid's tie-break), in one process; a multi-view batch scores the mean softmax over its views."""
+    from papers.everest.train import scores
+
+    m, shape = model("top")
+    data = Videos(shape)
+    data.video = data.video[:, 0]                     # single-view clips [N, C, F, H, W]
+    out = scores(m, data, BATCH, seed=3)
+    with torch.no_grad():
+        logits = m.eval()(data.video)
+    assert out["top1"] == 100.0 * int((logits.argmax(-1) == data.labels).sum()) / len(data)
+    assert out["nll"] == pytest.approx(float(torch.nn.functional.cross_entropy(logits, data.labels)), rel=1e-5)

@@ -91,37 +91,53 @@ def test_static_knob_trains_the_other_points_and_pairs_them_with_the_main_world(
 
 
 def test_every_arm_chooses_its_lr_from_one_grid_on_validation_clips(tmp_path, monkeypatch):
-    """The first seed runs at every lr of the grid and is scored on validation clips; the best (the smaller
-    on a tie) is kept, the first seed's result is that run's and the other seeds run at it; the record
-    says whether it lies on the grid's edge."""
+    """The first seed runs at every lr of the grid and is scored on validation clips; the best (a tie to
+    the lower validation NLL, then the smaller lr) is kept; an edge runs once beyond itself
+    (`finetune.lr_extend`); the first seed's result is that run's and the other seeds run at it; the
+    record says whether the choice lies on the edge of what ran."""
     from papers.everest.experiments import finetuning
 
     calls = []
-    scores = {0.003: 40.0, 0.01: 55.0, 0.03: 55.0}
+    scores = {0.001: 30.0, 0.003: 40.0, 0.01: 55.0, 0.03: 55.0, 0.1: 20.0}
+    nll = {g: 1.0 for g in scores}
 
     def fake(run, arm, snapshot, prune, seed, subdir, cfg=None, point=None, steps=None, val=False, world=None):
         lr = float(cfg.finetune.lr)
         calls.append((seed, lr, subdir, val))
-        return {"top1": 100 * seed + 1000 * lr, "val_top1": scores[lr], "loss": 0.0, "tokens": 128, "schedule": {}}
+        return {"top1": 100 * seed + 1000 * lr, "val_top1": scores[lr], "val_nll": nll[lr], "loss": 0.0,
+                "tokens": 128, "schedule": {}}
+
+    def arm(seeds="[0,1]", **kw):
+        return finetuning.finetune_arm(smoke_run(tmp_path, "finetune_everest", seeds), "everest", "b100", **kw)
 
     monkeypatch.setattr(finetuning, "finetune_seed", fake)
-    out = finetuning.finetune_arm(smoke_run(tmp_path, "finetune_everest", "[0,1,2]"), "everest", "b100")
+    out = arm("[0,1,2]")
     assert out["lr"]["grid"] == [0.003, 0.01, 0.03] and out["lr"]["val_top1"] == [40.0, 55.0, 55.0]
-    assert out["lr"]["chosen"] == 0.01 and out["lr"]["at_edge"] is False
+    assert out["lr"]["chosen"] == 0.01 and out["lr"]["at_edge"] is False and out["lr"]["extended"] == []
     assert [c[:2] for c in calls] == [(0, 0.003), (0, 0.01), (0, 0.03), (1, 0.01), (2, 0.01)]
-    assert all(c[3] for c in calls[:3]) and not any(c[3] for c in calls[3:])   # validation only while tuning
+    assert all(c[3] for c in calls)      # validation clips score every seed of a tuned arm
+    assert out["lr"]["val_top1_by_seed"] == [55.0, 55.0, 55.0]
     assert out["top1"]["values"] == [10.0, 110.0, 210.0]                         # seed 0: the chosen grid run
     assert len({c[2] for c in calls[:3]}) == 3                                   # one checkpoint folder per lr
-    scores[0.03] = 60.0
+    nll[0.03] = 0.9                                  # a tie in top-1 goes to the lower validation NLL
+    assert arm()["lr"]["chosen"] == 0.03
+    nll[0.03] = 1.0
+    scores[0.03] = 60.0                              # the top edge wins: one run beyond it, which loses
     calls.clear()
-    out = finetuning.finetune_arm(smoke_run(tmp_path, "finetune_everest", "[0,1]"), "everest", "b100")
-    assert out["lr"]["chosen"] == 0.03 and out["lr"]["at_edge"] is True
-    scores.update({0.003: 70.0, 0.03: 50.0})   # the bottom edge is an edge too
-    out = finetuning.finetune_arm(smoke_run(tmp_path, "finetune_everest", "[0,1]"), "everest", "b100")
-    assert out["lr"]["chosen"] == 0.003 and out["lr"]["at_edge"] is True
+    out = arm()
+    assert [c[:2] for c in calls] == [(0, 0.003), (0, 0.01), (0, 0.03), (0, 0.1), (1, 0.03)] and calls[3][3]
+    assert out["lr"]["chosen"] == 0.03 and out["lr"]["at_edge"] is False and out["lr"]["extended"] == [0.1]
+    assert out["lr"]["grid"] == [0.003, 0.01, 0.03, 0.1] and out["lr"]["val_top1"][-1] == 20.0
+    scores[0.1] = 65.0                               # ... and when the point beyond wins, it is still an edge
+    out = arm()
+    assert out["lr"]["chosen"] == 0.1 and out["lr"]["at_edge"] is True
+    scores.update({0.003: 70.0, 0.03: 50.0})         # the bottom edge is an edge too
+    out = arm()
+    assert out["lr"]["chosen"] == 0.003 and out["lr"]["extended"] == [0.001] and out["lr"]["at_edge"] is False
     calls.clear()   # a given lr (the knob's and the budget curve's fine-tunes): no tuning
-    out = finetuning.finetune_arm(smoke_run(tmp_path, "finetune_everest", "[0,1]"), "everest", "b100", lr=0.003)
+    out = arm(lr=0.003)
     assert [c[:2] for c in calls] == [(0, 0.003), (1, 0.003)] and out["lr"]["chosen"] == 0.003
+    assert not any(c[3] for c in calls) and "val_top1_by_seed" not in out["lr"]
 
 
 def test_budget_curve_pretrains_each_shorter_length_and_fine_tunes_at_the_chosen_lr(tmp_path):

@@ -61,9 +61,14 @@ def accuracy(run) -> dict:
                            "top-1 (%), top-60% FT": mean_ci(top1[arm])})
         gaps[f"{arm}_motion_pair_fraction"] = pre["motion_pair_fraction"]
     run.save_table(pd.DataFrame(frame_rows), "frame_selection")
-    lr_rows = [{"arm": a, **{f"val top-1 at lr {g:g}": v for g, v in zip(m[a]["lr"]["grid"], m[a]["lr"]["val_top1"])},
-                "chosen lr": m[a]["lr"]["chosen"], "grid edge": m[a]["lr"]["at_edge"], "tuned on": m[a]["lr"]["tuned_on"]}
-               for a in top1 if "val_top1" in m[a]["lr"]]
+    tuned = [a for a in top1 if "val_top1" in m[a]["lr"]]
+    lrs = sorted({g for a in tuned for g in m[a]["lr"]["grid"]})   # the grid and the points beyond it that ran
+    lr_rows = [{"arm": a, **{f"val top-1 at lr {g:g}": dict(zip(m[a]["lr"]["grid"], m[a]["lr"]["val_top1"])).get(g)
+                             for g in lrs},
+                "chosen lr": m[a]["lr"]["chosen"],
+                "val top-1 per seed at it": " / ".join(f"{v:.1f}" for v in m[a]["lr"].get("val_top1_by_seed", [])),
+                "beyond the edge": ", ".join(f"{g:g}" for g in m[a]["lr"].get("extended", [])),
+                "grid edge": m[a]["lr"]["at_edge"], "tuned on": m[a]["lr"]["tuned_on"]} for a in tuned]
     run.save_table(pd.DataFrame(lr_rows or [{"lr grid": "empty: every arm at finetune.lr"}]), "finetune_lr")
     out = {arm: {"top1": top1[arm], "lr": m[arm]["lr"]} for arm in top1}
     out.update(gaps)

@@ -5,8 +5,10 @@ pruning.
 
 **One tuning budget for every arm** (`finetune.lr_grid`): each main-world arm fine-tunes its first seed
 at every lr of the same grid, scores each on validation clips (`data.n_val`, a stream of their own,
-neither training nor test clips), and keeps the lr with the best validation top-1 (the smaller lr on a
-tie); its other seeds run at that lr. The seed-0 run at the chosen lr is the arm's seed-0 result (its
+neither training nor test clips), and keeps the lr with the best validation top-1 (a tie goes to the
+lower validation NLL, then to the smaller lr). When that lr is the grid's lowest or highest, the first
+seed also runs at the point beyond that edge (`finetune.lr_extend`: one round) and the best of all is
+kept; its other seeds run at that lr, and their validation top-1 there is recorded too. The seed-0 run at the chosen lr is the arm's seed-0 result (its
 training does not depend on the other grid points). The record says the grid, each lr's validation
 top-1, the chosen lr and whether it lies on the grid's edge. The knob's and the budget curve's
 fine-tunes take the chosen lr of the same arm in the main world (`finetune_<arm>.json`). An empty grid
@@ -27,7 +29,7 @@ from shared.seeding import derive_seed
 
 from ..model import VideoClassifier
 from ..selection import count
-from ..train import evaluate, finetune
+from ..train import evaluate, finetune, scores
 from .common import (FINETUNE_ARMS, FRAME_ARMS, KNOB_PROCEDURAL_ONLY, at_point, budget_steps, classes, dataset,
                      device_of, initial_autoencoder, knob_points, point_dir, pretrain_dir, schedule, seed_dir,
                      seed_record, seeds_of, skipped_on_video, snapshot_name, with_data, with_lr)
@@ -67,9 +69,15 @@ def _finetune_seed(run, arm: str, snapshot: str | None, prune: str, seed: int, c
     losses = finetune(model, data, cfg, seed, ckpt_dir, device)
     out = {"top1": evaluate(model, dataset(cfg, seed, "test"), cfg.finetune.eval_batch, seed, device)}
     if val:
-        out["val_top1"] = evaluate(model, dataset(cfg, seed, "val"), cfg.finetune.eval_batch, seed, device)
+        v = scores(model, dataset(cfg, seed, "val"), cfg.finetune.eval_batch, seed, device)
+        out.update(val_top1=v["top1"], val_nll=v["nll"])
     tail = max(1, len(losses) // 10)
     return {**out, "loss": sum(losses[-tail:]) / tail, "tokens": model.encoder.num_tokens, "schedule": plan}
+
+
+def best_lr(runs: dict[float, dict]) -> float:
+    """The lr of the best validation top-1; a tie goes to the lower validation NLL, then to the smaller lr."""
+    return min(runs, key=lambda g: (-runs[g]["val_top1"], runs[g].get("val_nll", 0.0), g))
 
 
 def lr_dir(lr: float) -> str:
@@ -93,12 +101,23 @@ def finetune_arm(run, arm: str, snapshot: str | None, subdir: str = "", cfg=None
     grid = [float(x) for x in (cfg.finetune.lr_grid or [])]
     results, tuning = {}, None
     if lr is None and grid:
-        first = {g: finetune_seed(run, arm, snapshot, prune, seeds[0], "/".join(p for p in (subdir, lr_dir(g)) if p),
-                                  with_lr(cfg, g), point, steps, val=True, world=world) for g in grid}
-        val = [first[g]["val_top1"] for g in grid]
-        lr = grid[val.index(max(val))]
+        def tune(g: float) -> dict:
+            return finetune_seed(run, arm, snapshot, prune, seeds[0], "/".join(p for p in (subdir, lr_dir(g)) if p),
+                                 with_lr(cfg, g), point, steps, val=True, world=world)
+
+        first = {g: tune(g) for g in grid}
+        lr = best_lr(first)
+        beyond = [float(x) for x in (cfg.finetune.get("lr_extend") or [])]
+        extended = []
+        if len(grid) > 1 and len(beyond) == 2 and lr in (min(grid), max(grid)):   # one round beyond the edge
+            extended = [beyond[0] if lr == min(grid) else beyond[1]]
+            first[extended[0]] = tune(extended[0])
+            lr = best_lr(first)
+        tried = sorted(first)
         results[seeds[0]] = first[lr]
-        tuning = {"grid": grid, "val_top1": val, "chosen": lr, "at_edge": len(grid) > 1 and lr in (min(grid), max(grid)),
+        tuning = {"grid": tried, "val_top1": [first[g]["val_top1"] for g in tried],
+                  "val_nll": [first[g].get("val_nll") for g in tried], "chosen": lr, "extended": extended,
+                  "at_edge": len(tried) > 1 and lr in (tried[0], tried[-1]),
                   "tuned_on": f"seed {seeds[0]}, {cfg.data.n_val} validation clips"}
     elif lr is None:
         lr = float(cfg.finetune.lr)
@@ -106,7 +125,9 @@ def finetune_arm(run, arm: str, snapshot: str | None, subdir: str = "", cfg=None
         if seed not in results:
             sub = "/".join(p for p in (subdir, lr_dir(lr)) if p) if grid else subdir
             results[seed] = finetune_seed(run, arm, snapshot, prune, seed, sub, with_lr(cfg, lr), point, steps,
-                                          world=world)
+                                          val=tuning is not None, world=world)
+    if tuning is not None:   # how the first seed's choice serves the others: each seed's validation top-1 at it
+        tuning["val_top1_by_seed"] = [results[s]["val_top1"] for s in seeds]
     n = results[seeds[0]]["tokens"]
     return {"top1": sample([results[s]["top1"] for s in seeds], "seed"), "pretrained": source, "snapshot": snapshot,
             "prune": prune, "seeds": seeds, "tokens": n if prune == "none" else count(cfg.selection.keep_ratio, n),
