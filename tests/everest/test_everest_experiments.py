@@ -92,8 +92,8 @@ def test_static_knob_trains_the_other_points_and_pairs_them_with_the_main_world(
 
 def test_every_arm_chooses_its_lr_from_one_grid_on_validation_clips(tmp_path, monkeypatch):
     """The first seed runs at every lr of the grid and is scored on validation clips; the best (a tie to
-    the lower validation NLL, then the smaller lr) is kept; an edge runs once beyond itself
-    (`finetune.lr_extend`); the first seed's result is that run's and the other seeds run at it; the
+    the lower validation NLL, then the smaller lr) is kept; an edge that beats its neighbour outright runs
+    once beyond itself (`finetune.lr_extend`); the first seed's result is that run's and the other seeds run at it; the
     record says whether the choice lies on the edge of what ran."""
     from papers.everest.experiments import finetuning
 
@@ -119,8 +119,9 @@ def test_every_arm_chooses_its_lr_from_one_grid_on_validation_clips(tmp_path, mo
     assert out["lr"]["val_top1_by_seed"] == [55.0, 55.0, 55.0]
     assert out["top1"]["values"] == [10.0, 110.0, 210.0]                         # seed 0: the chosen grid run
     assert len({c[2] for c in calls[:3]}) == 3                                   # one checkpoint folder per lr
-    nll[0.03] = 0.9                                  # a tie in top-1 goes to the lower validation NLL
-    assert arm()["lr"]["chosen"] == 0.03
+    nll[0.03] = 0.9                                  # a tie in top-1 goes to the lower validation NLL; an edge
+    out = arm()                                      # that only ties its neighbour does not extend the grid
+    assert out["lr"]["chosen"] == 0.03 and out["lr"]["extended"] == [] and out["lr"]["at_edge"] is True
     nll[0.03] = 1.0
     scores[0.03] = 60.0                              # the top edge wins: one run beyond it, which loses
     calls.clear()
@@ -221,3 +222,15 @@ def test_camera_pan_trains_both_recipes_with_the_camera_panning(tmp_path):
     for arm in ("videomae", "everest"):
         assert (tmp_path / "checkpoints" / "camera_pan" / f"pretrain_{arm}" / "seed1" / "b100.pt").is_file()
     assert (tmp_path / "tables" / "camera_pan.md").is_file()
+
+
+def test_trainings_run_the_attention_the_config_names():
+    """`model.fused_attention` switches every attention layer of the arms' initial autoencoder (and so of
+    their fine-tuned classifiers); the efficiency tables set their own."""
+    from papers.everest.experiments.common import initial_autoencoder
+    from papers.everest.model import Attention
+
+    for fused in (True, False):
+        cfg = load_config(CONFIG, "smoke", [f"model.fused_attention={fused}"])
+        layers = [m for m in initial_autoencoder(cfg, 0).modules() if isinstance(m, Attention)]
+        assert layers and all(m.fused is fused for m in layers)

@@ -20,7 +20,7 @@ from shared.intervals import LEVEL, mean_interval
 from shared.seeding import derive_seed
 
 from ..data import make_clips, num_classes
-from ..model import MaskedVideoAutoencoder, build_autoencoder
+from ..model import MaskedVideoAutoencoder, build_autoencoder, set_fused_attention
 from ..official_checkpoint import load_official_checkpoint
 
 # arm -> (token selection of pre-training, frame pairs from candidate clips: None | information | uniform)
@@ -125,9 +125,10 @@ def dataset(cfg, seed: int, split: str, pan: bool = False, candidates: bool = Fa
 
 def initial_autoencoder(cfg, seed: int) -> MaskedVideoAutoencoder:
     """The autoencoder every arm of `seed` starts from: the seeded random initialisation, or the official
-    pre-training checkpoint at `model.init_checkpoint` (loaded by `official_checkpoint`'s key map)."""
+    pre-training checkpoint at `model.init_checkpoint` (loaded by `official_checkpoint`'s key map); its
+    attention fused or explicit as `model.fused_attention` says."""
     torch.manual_seed(derive_seed(seed, "init"))
-    ae = build_autoencoder(cfg)
+    ae = set_fused_attention(build_autoencoder(cfg), bool(cfg.model.fused_attention))
     if cfg.model.init_checkpoint is not None:
         path = require_path(cfg.model.init_checkpoint, what="VideoMAE/EVEREST pre-training checkpoint",
                             fetch="a pre-training checkpoint of the official code (checkpoint-*.pth, keys encoder.* / "

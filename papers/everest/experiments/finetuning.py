@@ -6,9 +6,9 @@ pruning.
 **One tuning budget for every arm** (`finetune.lr_grid`): each main-world arm fine-tunes its first seed
 at every lr of the same grid, scores each on validation clips (`data.n_val`, a stream of their own,
 neither training nor test clips), and keeps the lr with the best validation top-1 (a tie goes to the
-lower validation NLL, then to the smaller lr). When that lr is the grid's lowest or highest, the first
-seed also runs at the point beyond that edge (`finetune.lr_extend`: one round) and the best of all is
-kept; its other seeds run at that lr, and their validation top-1 there is recorded too. The seed-0 run at the chosen lr is the arm's seed-0 result (its
+lower validation NLL, then to the smaller lr). When that lr is the grid's lowest or highest and beats
+its neighbour outright (a flat grid has no direction to extend), the first seed also runs at the point
+beyond that edge (`finetune.lr_extend`: one round) and the best of all is kept; its other seeds run at that lr, and their validation top-1 there is recorded too. The seed-0 run at the chosen lr is the arm's seed-0 result (its
 training does not depend on the other grid points). The record says the grid, each lr's validation
 top-1, the chosen lr and whether it lies on the grid's edge. The knob's and the budget curve's
 fine-tunes take the chosen lr of the same arm in the main world (`finetune_<arm>.json`). An empty grid
@@ -109,8 +109,9 @@ def finetune_arm(run, arm: str, snapshot: str | None, subdir: str = "", cfg=None
         lr = best_lr(first)
         beyond = [float(x) for x in (cfg.finetune.get("lr_extend") or [])]
         extended = []
-        if len(grid) > 1 and len(beyond) == 2 and lr in (min(grid), max(grid)):   # one round beyond the edge
-            extended = [beyond[0] if lr == min(grid) else beyond[1]]
+        inner = sorted(grid)[1] if lr == min(grid) else sorted(grid)[-2] if len(grid) > 1 else lr
+        if len(beyond) == 2 and lr != inner and first[lr]["val_top1"] > first[inner]["val_top1"]:
+            extended = [beyond[0] if lr == min(grid) else beyond[1]]   # an edge that wins outright: one round beyond
             first[extended[0]] = tune(extended[0])
             lr = best_lr(first)
         tried = sorted(first)
