@@ -68,7 +68,7 @@ def accuracy(run) -> dict:
                 "chosen lr": m[a]["lr"]["chosen"],
                 "val top-1 per seed at it": " / ".join(f"{v:.1f}" for v in m[a]["lr"].get("val_top1_by_seed", [])),
                 "beyond the edge": ", ".join(f"{g:g}" for g in m[a]["lr"].get("extended", [])),
-                "grid edge": m[a]["lr"]["at_edge"], "tuned on": m[a]["lr"]["tuned_on"]} for a in tuned]
+                "grid edge": m[a]["lr"]["at_edge"]} for a in tuned]   # tuned on: seed 0's validation clips
     run.save_table(pd.DataFrame(lr_rows or [{"lr grid": "empty: every arm at finetune.lr"}]), "finetune_lr")
     out = {arm: {"top1": top1[arm], "lr": m[arm]["lr"]} for arm in top1}
     out.update(gaps)
