@@ -63,11 +63,11 @@ def accuracy(run) -> dict:
     run.save_table(pd.DataFrame(frame_rows), "frame_selection")
     tuned = [a for a in top1 if "val_top1" in m[a]["lr"]]
     lrs = sorted({g for a in tuned for g in m[a]["lr"]["grid"]})   # the grid and the points beyond it that ran
-    lr_rows = [{"arm": a, **{f"val top-1 at lr {g:g}": dict(zip(m[a]["lr"]["grid"], m[a]["lr"]["val_top1"])).get(g)
-                             for g in lrs},
+    lr_rows = [{"arm": a, **{f"val top-1 at lr {g:g}": dict(zip(m[a]["lr"]["grid"], m[a]["lr"]["val_top1"])).get(g, "–")
+                             for g in lrs},   # –: not run
                 "chosen lr": m[a]["lr"]["chosen"],
                 "val top-1 per seed at it": " / ".join(f"{v:.1f}" for v in m[a]["lr"].get("val_top1_by_seed", [])),
-                "beyond the edge": ", ".join(f"{g:g}" for g in m[a]["lr"].get("extended", [])),
+                "beyond the edge": ", ".join(f"{g:g}" for g in m[a]["lr"].get("extended", [])) or "–",
                 "grid edge": m[a]["lr"]["at_edge"]} for a in tuned]   # tuned on: seed 0's validation clips
     run.save_table(pd.DataFrame(lr_rows or [{"lr grid": "empty: every arm at finetune.lr"}]), "finetune_lr")
     out = {arm: {"top1": top1[arm], "lr": m[arm]["lr"]} for arm in top1}
