@@ -135,6 +135,9 @@ def test_every_arm_chooses_its_lr_from_one_grid_on_validation_clips(tmp_path, mo
     scores.update({0.003: 70.0, 0.03: 50.0})         # the bottom edge is an edge too
     out = arm()
     assert out["lr"]["chosen"] == 0.003 and out["lr"]["extended"] == [0.001] and out["lr"]["at_edge"] is False
+    out = finetuning.finetune_arm(smoke_run(tmp_path, "finetune_everest", "[0,1]", "finetune.lr_grid=[0.003]"),
+                                  "everest", "b100")     # a grid of one has no edge to extend
+    assert out["lr"]["grid"] == [0.003] and out["lr"]["extended"] == [] and out["lr"]["at_edge"] is False
     calls.clear()   # a given lr (the knob's and the budget curve's fine-tunes): no tuning
     out = arm(lr=0.003)
     assert [c[:2] for c in calls] == [(0, 0.003), (1, 0.003)] and out["lr"]["chosen"] == 0.003

@@ -109,9 +109,12 @@ def finetune_arm(run, arm: str, snapshot: str | None, subdir: str = "", cfg=None
         lr = best_lr(first)
         beyond = [float(x) for x in (cfg.finetune.get("lr_extend") or [])]
         extended = []
-        inner = sorted(grid)[1] if lr == min(grid) else sorted(grid)[-2] if len(grid) > 1 else lr
-        if len(beyond) == 2 and lr != inner and first[lr]["val_top1"] > first[inner]["val_top1"]:
-            extended = [beyond[0] if lr == min(grid) else beyond[1]]   # an edge that wins outright: one round beyond
+        ordered = sorted(grid)
+        if len(beyond) == 2 and len(ordered) > 1 and lr in (ordered[0], ordered[-1]):
+            inner = ordered[1] if lr == ordered[0] else ordered[-2]
+            if first[lr]["val_top1"] > first[inner]["val_top1"]:   # an edge that wins outright: one round beyond
+                extended = [beyond[0] if lr == ordered[0] else beyond[1]]
+        if extended:
             first[extended[0]] = tune(extended[0])
             lr = best_lr(first)
         tried = sorted(first)
