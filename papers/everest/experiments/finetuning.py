@@ -8,8 +8,9 @@ at every lr of the same grid, scores each on validation clips (`data.n_val`, a s
 neither training nor test clips), and keeps the lr with the best validation top-1 (a tie goes to the
 lower validation NLL, then to the smaller lr). When that lr is the grid's lowest or highest and beats
 its neighbour outright (a flat grid has no direction to extend), the first seed also runs at the point
-beyond that edge (`finetune.lr_extend`: one round) and the best of all is kept; its other seeds run at that lr, and their validation top-1 there is recorded too. The seed-0 run at the chosen lr is the arm's seed-0 result (its
-training does not depend on the other grid points). The record says the grid, each lr's validation
+beyond that edge (`finetune.lr_extend`: one round) and the best of all is kept; its other seeds run at
+that lr, and their validation top-1 there is recorded too. The seed-0 run at the chosen lr is the arm's
+seed-0 result (its training does not depend on the other grid points). The record says the grid, each lr's validation
 top-1, the chosen lr and whether it lies on the grid's edge. The knob's and the budget curve's
 fine-tunes take the chosen lr of the same arm in the main world (`finetune_<arm>.json`). An empty grid
 fine-tunes every arm at `finetune.lr`.
