@@ -153,3 +153,30 @@ def test_edge_flags_mark_a_choice_at_the_grids_edge():
     rows = [{"rho": r, "prompt_lr": lr} for r in (0.5, 1.0, 2.0) for lr in (0.001, 0.01)]
     assert TU.edge_flags({"rho": 1.0, "prompt_lr": 0.01}, rows) == {"rho": False, "prompt_lr": True}
     assert TU.edge_flags({"rho": 0.5, "prompt_lr": 0.001}, rows) == {"rho": True, "prompt_lr": True}
+
+
+def test_a_count_at_one_is_a_bound_not_an_edge():
+    """K = 1 (or τ = 1) cannot be extended below: it is no edge left unexplored; K at the top is."""
+    rows = [{"rho": r, "prompt_steps": k, "tau": t} for r in (0.5, 1.0) for k in (1.0, 2.0) for t in (1.0, 2.0, 5.0)]
+    assert TU.edge_flags({"rho": 1.0, "prompt_steps": 1.0, "tau": 1.0}, rows) == \
+        {"rho": True, "prompt_steps": False, "tau": False}
+    assert TU.edge_flags({"rho": 0.5, "prompt_steps": 2.0, "tau": 5.0}, rows) == \
+        {"rho": True, "prompt_steps": True, "tau": True}
+    assert TU.edge_flags({"rho": 1.0}, [{"rho": 1.0}]) == {"rho": True}   # one value: its own edge
+
+
+def test_extension_stops_at_the_first_edge_that_loses(ldm, monkeypatch):
+    """Quality peaks at ρ = 4, past the grid's top (2): ρ = 4 wins, ρ = 8 loses and ends the rounds, and
+    the chosen 4 is no longer at an edge."""
+    cfg = load_config(CONFIG, "smoke", ["solve.steps=2", "tuning.extend=3", "tuning.budget=0"])
+    val = {"images": torch.zeros(2, 3, 16, 16), "captions": CAPTIONS}
+    op = build_operator("sr", 16, factor=4)
+
+    def fake(method, y, op_, ldm_, cfg_, seed, captions, repeats=1, **hp):
+        w = hp["rho"][:, None, None, None]
+        return (torch.zeros(len(y), 3, 16, 16) + (torch.log2(w) - 2).abs() / 4, 0, 0.0, {}, {}, {})
+
+    monkeypatch.setattr(TU, "_solve_batches", fake)
+    best, rows = TU.tune(cfg, "ldps", "sr", op, ldm, val, 0)
+    assert best["rho"] == 4.0 and [r["rho"] for r in rows if r["stage"] == "extend"] == [4.0, 8.0]
+    assert TU.edge_flags(best, rows) == {"rho": False}

@@ -94,8 +94,9 @@ def tune(cfg, method, task, op, ldm, val, seed, base: dict | None = None,
     """Equal budget: each method evaluates `tuning_points` (the same number for every method) on the
     same validation images and keeps the point of best mean SSIM; then, up to `tuning.extend` rounds, an
     axis whose best value lies at an edge of the values tried is extended one step past it (one point
-    per such axis, the other axes at their best), while that improves the best SSIM. The rows (`stage`
-    draw | extend) count every evaluation."""
+    per such axis, the other axes at their best), while a new point beats the best SSIM outright. The
+    rows (`stage` draw | extend) count every evaluation; `edge_flags` marks an edge still winning when
+    the rounds ran out."""
     axes_of = method if extra_axes else None
     points = tuning_points(cfg, axes_of)
     rows = _evaluate(cfg, method, task, op, ldm, val, seed, points, base, "draw")
@@ -136,6 +137,11 @@ def tuning_figure(task, rows):
 
 
 def edge_flags(best: dict, rows: list[dict]) -> dict:
-    """Per tuned axis, whether the chosen value lies at an edge of the grid that was tried (a grid with
-    one value is its own edge): where the grid should be extended."""
-    return {k: bool(v in (min(r[k] for r in rows), max(r[k] for r in rows))) for k, v in best.items()}
+    """Per tuned axis, whether the chosen value lies at an edge of the values tried that the grid could
+    still be extended past (`_beyond`): where the extension rounds ran out while that edge kept winning.
+    A grid with one value is its own edge; a count at 1 (K = 1, τ = 1) is a bound, not an edge."""
+    flags = {}
+    for k, v in best.items():
+        tried = sorted({r[k] for r in rows})
+        flags[k] = len(tried) < 2 or (v in (tried[0], tried[-1]) and _beyond(tried, v, k) is not None)
+    return {k: bool(f) for k, f in flags.items()}
