@@ -84,7 +84,7 @@ rule p2l_task_solutions:
 
 
 rule p2l_main_table:
-    input: paper_config("p2l"), P2L_PARTS
+    input: paper_config("p2l"), P2L_PARTS, [f"{P2L}/tables/tuning_{t}.csv" for t in P2L_TASKS]
     output:
         prov(f"{P2L}/metrics/main_table.json",
              *[f"{P2L}/tables/{k}.{e}" for k in ("main_table", "main_table_wide", "runtime_nfe", "artifacts_range")

@@ -180,3 +180,19 @@ def test_extension_stops_at_the_first_edge_that_loses(ldm, monkeypatch):
     best, rows = TU.tune(cfg, "ldps", "sr", op, ldm, val, 0)
     assert best["rho"] == 4.0 and [r["rho"] for r in rows if r["stage"] == "extend"] == [4.0, 8.0]
     assert TU.edge_flags(best, rows) == {"rho": False}
+
+
+def test_the_main_table_counts_each_priors_validation_solves(tmp_path):
+    """Draw plus extensions, per method and prior, from the tuning table (they differ between priors)."""
+    import pandas as pd
+
+    from papers.p2l.experiments.main_table import tuning_evaluations
+
+    (tmp_path / "tables").mkdir()
+    rows = ([{"prior": 0, "method": "ldps", "stage": "draw", "n_val": 16}] * 9
+            + [{"prior": 1, "method": "ldps", "stage": "draw", "n_val": 16}] * 9
+            + [{"prior": 1, "method": "ldps", "stage": "extend", "n_val": 16}] * 2
+            + [{"prior": 0, "method": "p2l", "stage": "draw", "n_val": 16}] * 9)
+    pd.DataFrame(rows).to_csv(tmp_path / "tables" / "tuning_sr.csv", index=False)
+    assert tuning_evaluations(tmp_path, "sr") == {"ldps": [144, 176], "p2l": [144]}
+    assert tuning_evaluations(tmp_path, "gblur") == {}

@@ -16,12 +16,25 @@ def _metrics_parts(out: Path, names) -> dict:
     return {n: read_json(Path(out) / "metrics" / f"main_{n}.json") for n in names}
 
 
+def tuning_evaluations(out: Path, task: str) -> dict[str, list[int]]:
+    """Validation solves per method and prior (the draw's points and each extension's, times the validation
+    images), from `tables/tuning_<task>.csv`: the extension rounds make them differ between priors."""
+    path = Path(out) / "tables" / f"tuning_{task}.csv"
+    if not path.is_file():
+        return {}
+    df = pd.read_csv(path)
+    if "prior" not in df:
+        df["prior"] = 0
+    return {m: [int(g["n_val"].sum()) for _, g in d.groupby("prior")] for m, d in df.groupby("method", sort=False)}
+
+
 def main_table(run) -> dict:
     cfg = run.cfg
     parts = _metrics_parts(run.out, cfg.main_tasks)
     methods = list(next(iter(parts.values()))["methods"])
     rows, wide_rows, runtime_rows, hf_rows = [], [], [], []
     for task, res in parts.items():
+        evaluations = tuning_evaluations(run.out, task)
         for m in methods:
             r = res["methods"][m]
             row = {"task": TASK_NAMES.get(task, task), "method": m, "n": r["ssim"]["n"],
@@ -40,7 +53,8 @@ def main_table(run) -> dict:
             row["tuned"] = "; ".join((f"prior {i}: " if len(by_prior) > 1 else "") + ", ".join(
                 f"{k} = {v:g}" + (" (edge)" if edge.get(k) else "") for k, v in t.items())
                 for i, (t, edge) in enumerate(by_prior))
-            row["evaluations"] = r.get("tuning_evaluations")
+            row["evaluations"] = (" / ".join(map(str, evaluations[m])) if m in evaluations   # per prior
+                                  else r.get("tuning_evaluations"))
             rows.append(row)
             runtime_rows.append({"task": task, "method": m, "nfe_per_image": r["nfe"],
                                  "decoder_calls": r["decoder_calls"], "encoder_calls": r["encoder_calls"],
