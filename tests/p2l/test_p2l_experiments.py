@@ -126,3 +126,14 @@ def test_every_import_of_the_experiments_resolves_function_local_ones_too():
                 for alias in node.names:
                     assert hasattr(target, alias.name) or importlib.util.find_spec(
                         f"{target.__name__}.{alias.name}"), f"{path.name}: {node.module}.{alias.name}"
+
+
+def test_the_oracle_runs_only_where_its_claims_read_it():
+    """`method_tasks` keeps the oracle to SR×4 and box inpainting (the tasks its claims read); without
+    captions (full) no oracle runs at all."""
+    from papers.p2l.experiments.task_solutions import task_methods
+
+    cfg = load_config(CONFIG, "tiny")
+    assert task_methods(cfg, "sr") == ["ldps", "psld", "p2l", "oracle_projection"]
+    assert task_methods(cfg, "inpaint_box") == ["ldps", "psld", "p2l", "oracle_projection"]
+    assert task_methods(cfg, "gblur") == task_methods(cfg, "sr", captions=False) == ["ldps", "psld", "p2l"]

@@ -31,11 +31,11 @@ def tuning_evaluations(out: Path, task: str) -> dict[str, list[int]]:
 def main_table(run) -> dict:
     cfg = run.cfg
     parts = _metrics_parts(run.out, cfg.main_tasks)
-    methods = list(next(iter(parts.values()))["methods"])
+    methods = list(dict.fromkeys(m for res in parts.values() for m in res["methods"]))   # a method may skip tasks
     rows, wide_rows, runtime_rows, hf_rows = [], [], [], []
     for task, res in parts.items():
         evaluations = tuning_evaluations(run.out, task)
-        for m in methods:
+        for m in (m for m in methods if m in res["methods"]):
             r = res["methods"][m]
             row = {"task": TASK_NAMES.get(task, task), "method": m, "n": r["ssim"]["n"],
                    "noise draws": res.get("noise_seeds", 1)}
@@ -95,11 +95,11 @@ def main_table(run) -> dict:
         # call counts follow from the configured algorithms (K, steps): accounting, not a measurement
         "from_config": ["nfe_p2l_over_psld", "decoder_p2l_over_psld", "encoder_p2l_over_psld",
                         "nfe_over_psld_per_prompt_step", "decoder_over_psld_per_prompt_step"],
-        "calls_per_image": {m: {k: parts[next(iter(parts))]["methods"][m][c] for k, c in
+        "calls_per_image": {m: {k: next(p for p in parts.values() if m in p["methods"])["methods"][m][c] for k, c in
                                 (("nfe", "nfe"), ("decoder", "decoder_calls"), ("encoder", "encoder_calls"))}
                             for m in methods},
         "ratio_to_ldps": {m: sample([np.mean([parts[t]["methods"][m]["runtime_ratio_to_ldps"]["mean"]
-                                              for t in parts])], "seed") for m in methods}}
+                                              for t in parts if m in parts[t]["methods"]])], "seed") for m in methods}}
     run.save_figure(trajectory_figure(parts), "prompt_trajectory")
     run.save_figure(off_range_figure(parts), "off_range")
     return result

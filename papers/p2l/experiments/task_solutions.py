@@ -24,6 +24,13 @@ def _grouped(per_prior: list, n_priors: int) -> dict:
     return sample(values, "image", groups=groups, group_unit="prior")
 
 
+def task_methods(cfg, task: str, captions: bool = True) -> list[str]:
+    """The methods `main_<task>` runs: `methods`, less those `method_tasks` keeps to other tasks (the oracle
+    runs where its claims read it) and, without captions (full), the oracles."""
+    only = dict(cfg.get("method_tasks", {}) or {})
+    return [m for m in cfg.methods if (captions or not m.startswith("oracle")) and task in only.get(m, [task])]
+
+
 def main_task(run, task: str) -> dict:
     """Per prior: each method tuned on the validation images with the equal budget (`tuning.tune`), then
     solved on the held-out problems; per-image scores of all priors grouped by prior."""
@@ -32,7 +39,7 @@ def main_task(run, task: str) -> dict:
     clf = load_classifier(cfg, run.out)
     op, test, y = held_out_problem(cfg, task, run.seed)
     val = load_images(cfg, "val", cfg.data.n_val)
-    methods = [m for m in cfg.methods if not m.startswith("oracle") or test["captions"] is not None]
+    methods = task_methods(cfg, task, captions=test["captions"] is not None)
     gt = test["images"]
     k = int(cfg.data.noise_seeds)   # rows: image i under draw d at d·n_test + i
     n = len(gt) // k
