@@ -46,7 +46,7 @@ def _main_task_inputs(cfg, task, out, monkeypatch) -> list[tuple]:
 def test_floors_see_the_main_tables_images_and_noise(cfg, task, tmp_path, monkeypatch):
     calls = _main_task_inputs(cfg, task, tmp_path, monkeypatch)
     test_calls = [c for c in calls if c[3]]          # the held-out runs (tuning runs do not record)
-    assert {c[0] for c in test_calls} == set(cfg.methods)
+    assert {c[0] for c in test_calls} == set(T.task_methods(cfg, task))
     seed = int(cfg.seed)
     op, gt, y, arms = R.floor_images(cfg, task, seed)
     for method, y_main, seed_main, _ in test_calls:
@@ -147,7 +147,7 @@ def test_main_task_averages_the_noise_draws_per_image(cfg, tmp_path, monkeypatch
 
     table = pd.read_csv(tmp_path / "tables" / "per_image_gblur.csv")
     n, k = cfg.data.n_test, cfg.data.noise_seeds
-    assert len(table) == len(cfg.methods) * n * k and sorted(table.noise_seed.unique()) == list(range(k))
+    assert len(table) == len(T.task_methods(cfg, "gblur")) * n * k and sorted(table.noise_seed.unique()) == list(range(k))
     ssim = res["methods"]["psld"]["ssim"]
     assert ssim["n"] == n == res["n_test"]
     by_image = table[table.method == "psld"].groupby("image")["ssim"].mean()
