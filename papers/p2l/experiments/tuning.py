@@ -140,8 +140,8 @@ def edge_flags(best: dict, rows: list[dict]) -> dict:
     """Per tuned axis, whether the chosen value lies at an edge of the values tried that the grid could
     still be extended past (`_beyond`): where the extension rounds ran out while that edge kept winning.
     A grid with one value is its own edge; a count at 1 (K = 1, τ = 1) is a bound, not an edge."""
-    flags = {}
-    for k, v in best.items():
+    def at_edge(k, v) -> bool:
         tried = sorted({r[k] for r in rows})
-        flags[k] = len(tried) < 2 or (v in (tried[0], tried[-1]) and _beyond(tried, v, k) is not None)
-    return {k: bool(f) for k, f in flags.items()}
+        return len(tried) < 2 or (v in (tried[0], tried[-1]) and _beyond(tried, v, k) is not None)
+
+    return {k: at_edge(k, v) for k, v in best.items()}
