@@ -133,14 +133,14 @@ rule p2l_steps_check:
 
 
 rule p2l_severity_knob:
-    """The SR factor 2 → 4 → 8 (the tiny world only): LDPS and P2L, each tuned again at every factor but
-    the main table's own (main_<task>'s tuning on prior 0)."""
+    """The SR factor 2 → 4 → 8 (the tiny world only), on every prior: LDPS and P2L, each tuned again at every
+    factor but the main table's own (main_<task>'s tuning on that prior)."""
     input: paper_config("p2l"), P2L_PRIOR, f"{P2L}/metrics/main_{P2L_CFG['knob']['task']}.json"
     output:
         prov(f"{P2L}/metrics/severity_knob.json",
              *[f"{P2L}/tables/{k}.{e}" for k in ("severity_knob", "severity_knob_tuning") for e in ("csv", "md")])
     benchmark: bench("p2l_severity_knob")
-    priority: 150
+    priority: 350
     threads: 1
     shell: experiment_cmd("p2l", "severity_knob")
 

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from papers.p2l.experiments import pixel_dps as PX
-from papers.p2l.experiments.task_solutions import _grouped
+from papers.p2l.experiments.problems import grouped_by_prior
 from papers.p2l.operators import build_operator
 from papers.p2l.pixel_dps import ancestral, dps, dps_step, timesteps
 from papers.p2l.pixel_prior import build_pixel_scheduler, build_pixel_unet
@@ -86,7 +86,7 @@ def test_pixel_pipeline_at_smoke(tmp_path, monkeypatch):
     # the latent solvers' per-image scores as main_sr writes them (grouped by prior, one value per image)
     n = cfg.data.n_test
     rng = np.random.default_rng(0)
-    main = {m: {key: _grouped([rng.random(n) for _ in range(P)], P) for key in ("ssim", "psnr")}
+    main = {m: {key: grouped_by_prior([rng.random(n) for _ in range(P)], P) for key in ("ssim", "psnr")}
             for m in ("p2l", "psld", "ldps")}
     (tmp_path / "metrics").mkdir(exist_ok=True)
     (tmp_path / "metrics" / "main_sr.json").write_text(json.dumps({"methods": main}))

@@ -15,9 +15,8 @@ from shared.samples import combine
 from .. import metrics as M
 from ..pixel_dps import dps
 from ..pixel_prior import build_pixel_scheduler, load_pixel_prior, n_parameters, save_pixel_prior
-from .problems import (TASK_NAMES, _prior_dir, cell, held_out_problem, load_images, n_priors, per_image_mean,
-                       replica_dir, replica_training)
-from .task_solutions import _grouped
+from .problems import (TASK_NAMES, _prior_dir, cell, grouped_by_prior, held_out_problem, load_images, n_priors,
+                       per_image_mean, replica_dir, replica_training)
 from .tuning import _beyond, edge_flags
 
 METHODS = ("p2l", "psld", "ldps")   # the latent solvers the table sets beside DPS (read from main_<task>)
@@ -120,7 +119,7 @@ def pixel_dps(run) -> dict:
             wall.append(sol.wall_s)
             per_image += [{"task": task, "prior": prior, "image": i % cfg.data.n_test, "noise_seed": i // cfg.data.n_test,
                            **{m: float(v[i]) for m, v in s.items()}} for i in range(len(gt))]
-        res = {m: _grouped([per_image_mean(s[m], k) for s in scores], P) for m in ("ssim", "psnr")}
+        res = {m: grouped_by_prior([per_image_mean(s[m], k) for s in scores], P) for m in ("ssim", "psnr")}
         res.update(zeta=tuned[0]["zeta"], tuned_by_prior=tuned, tuned_at_edge_by_prior=edges,
                    tuning_evaluations=len(rows) * len(val["images"]), nfe=sol.nfe, wall_s=float(np.mean(wall)))
         main = read_json(Path(run.out) / "metrics" / f"main_{task}.json")["methods"]

@@ -9,7 +9,7 @@ import torch
 
 from shared.assets import MissingAssetError, require_path
 from shared.config import ConfigError
-from shared.samples import is_sample
+from shared.samples import is_sample, sample
 
 from .. import metrics as M
 from ..components import AttributeClassifier
@@ -200,6 +200,16 @@ def record_scores(per_image: dict) -> dict:
         if k in per_image:
             scores[k] = per_image[k][-1]
     return scores
+
+
+def grouped_by_prior(per_prior: list, n_priors: int) -> dict:
+    """Per-image values of every prior as one sample: grouped by prior (the outer unit) when the run
+    trained more than one, so that the ledger's n is the number of priors."""
+    values = np.concatenate([np.asarray(v, dtype=float) for v in per_prior])
+    if n_priors == 1:
+        return sample(values, "image")
+    groups = [k for k, v in enumerate(per_prior) for _ in range(len(v))]
+    return sample(values, "image", groups=groups, group_unit="prior")
 
 
 def cell(value) -> str | float:

@@ -9,19 +9,9 @@ from shared.samples import combine, is_sample, sample
 from .. import metrics as M
 from ..data import make_split
 from ..full_metrics import FullMetrics
-from .problems import (TASK_NAMES, _show, _solve_batches, held_out_problem, load_classifier, load_images, load_prior,
-                       method_hparams, n_priors, per_image_mean, record_scores)
+from .problems import (TASK_NAMES, _show, _solve_batches, grouped_by_prior, held_out_problem, load_classifier,
+                       load_images, load_prior, method_hparams, n_priors, per_image_mean, record_scores)
 from .tuning import edge_flags, tune, tuning_figure
-
-
-def _grouped(per_prior: list, n_priors: int) -> dict:
-    """Per-image values of every prior as one sample: grouped by prior (the outer unit) when the run
-    trained more than one, so that the ledger's n is the number of priors."""
-    values = np.concatenate([np.asarray(v, dtype=float) for v in per_prior])
-    if n_priors == 1:
-        return sample(values, "image")
-    groups = [k for k, v in enumerate(per_prior) for _ in range(len(v))]
-    return sample(values, "image", groups=groups, group_unit="prior")
 
 
 def task_methods(cfg, task: str, captions: bool = True) -> list[str]:
@@ -92,12 +82,12 @@ def main_task(run, task: str) -> dict:
     out = {}
     for m in methods:
         r = runs[m]
-        out[m] = {key: _grouped([per_image_mean(s[key], k) for s in r["scores"]], P) for key in r["scores"][0]}
+        out[m] = {key: grouped_by_prior([per_image_mean(s[key], k) for s in r["scores"]], P) for key in r["scores"][0]}
         # prior 0's first noise draw alone (what the ablation and the longer-sampling check solve again)
         out[m]["first_draw"] = {key: sample(np.asarray(r["scores"][0][key])[:n], "image") for key in ("psnr", "ssim")}
         if clf is not None:
             out[m]["fd"] = sample(r["fd"], "seed")   # one FD per prior
-            out[m]["fd_jackknife"] = _grouped(r["fd_jk"], P)
+            out[m]["fd_jackknife"] = grouped_by_prior(r["fd_jk"], P)
             out[m]["fd_bootstrap_ci"] = M.percentile_interval(fd_boots[m])
         if r["fid"]:
             out[m]["fid"] = sample(r["fid"], "seed")   # one set per prior: the per-image LPIPS carries the interval
