@@ -82,7 +82,9 @@ def ablation(run) -> dict:
         if clf is not None:
             res["fd"] = sample(r["fd"], "seed")   # one FD per prior
         out[name] = res
-        rows.append({"variant": name, "priors": k, "n": len(gt), **{key: cell(v) for key, v in res.items() if key != "rho_by_prior"},
+        cells = {key: cell(v) for key, v in res.items() if key != "rho_by_prior"}
+        rows.append({"variant": name, "priors": k, "n": len(gt),
+                     **{key: f"{c:.3f}" if isinstance(c, float) else c for key, c in cells.items()},
                      "rho": " / ".join(f"{v:g}" for v in r["rho"]), "wall_s": float(np.mean(r["wall"]))})
     run.save_table(pd.DataFrame(rows), "ablation")
     run.save_table(pd.DataFrame(tuning_rows), "ablation_tuning")
