@@ -49,3 +49,30 @@ def test_the_claimed_variants_run_on_every_prior_with_its_own_tuning(tmp_path, m
         else:
             assert ssim["n"] == 2 and "groups" not in ssim and len(v["rho_by_prior"]) == 1
     assert res["best_single"]["variant"] in ("prompt_only", "projection_only")
+
+
+def test_ldps_and_p2l_are_read_from_the_main_table_where_it_solved_the_same_problems(tmp_path, monkeypatch):
+    cfg = load_config(CONFIG, "smoke", ["solve.steps=2", "data.n_val=1", "data.noise_seeds=1", "data.n_test=2",
+                                        "ablation.n=2", "tuning.extend=0"])
+    ldms = [tiny_ldm(), tiny_ldm(1)]
+    monkeypatch.setattr(A, "load_prior", lambda cfg_, out_, prior=0: ldms[prior])
+    monkeypatch.setattr(A, "load_classifier", lambda cfg_, out_: None)
+    (tmp_path / "metrics").mkdir()
+    from shared.samples import sample
+    grouped = lambda v: sample(v, "image", groups=[0, 0, 1, 1], group_unit="prior")
+    main = {m: {"tuned_by_prior": [{**(P2L if m == "p2l" else {}), "rho": 1.0}] * 2, "nfe": 40,
+                "wall_s": sample([1.0, 2.0], "seed"),
+                **{k: grouped([i + 0.1 * j for j in range(4)]) for i, k in enumerate(A.SCORES) if k != "caption_top1"}}
+            for m in ("ldps", "p2l")}
+    write_json(tmp_path / "metrics" / "main_sr.json", {"methods": main})
+    solved = []
+    real = A._solve_batches
+    monkeypatch.setattr(A, "_solve_batches", lambda m, y, *a, **kw: (solved.append(m) if len(y) == 2 else None)
+                        or real(m, y, *a, **kw))
+    res = A.ablation(Run("p2l", "ablation", cfg, tmp_path))
+    assert "ldps" not in solved and "p2l" in solved   # P2L's name also runs the K and τ variants
+    assert solved.count("p2l") == 2                     # those two, on prior 0
+    for m in ("ldps", "p2l"):
+        v = res["variants"][m]
+        assert v["ssim"]["values"] == main[m]["ssim"]["values"] and v["ssim"]["groups"] == [0, 0, 1, 1]
+        assert v["off_range"]["values"] == main[m]["off_range"]["values"] and v["nfe"] == 40

@@ -84,3 +84,45 @@ def test_knob_without_the_main_tuning_stops_with_one_line(tmp_path, monkeypatch)
     monkeypatch.setattr(K, "load_prior", lambda cfg_, out_, prior=0: tiny_ldm())
     with pytest.raises(MissingAssetError, match="main_sr"):
         K.severity_knob(Run("p2l", "severity_knob", cfg, tmp_path))
+
+
+def test_knob_reads_the_main_tables_solves_at_its_factor(tmp_path, monkeypatch):
+    """With one noise draw and the main table's image count, the ×4 samples are main_sr's per-image values
+    on each prior, not solved again."""
+    cfg = load_config(CONFIG, "smoke", ["solve.steps=2", "data.n_val=1", "data.noise_seeds=1", "data.n_test=3",
+                                        "knob.n=3"])
+    ldms = [tiny_ldm(), tiny_ldm()]
+    monkeypatch.setattr(K, "load_prior", lambda cfg_, out_, prior=0: ldms[prior])
+    _main_sr_tuning(tmp_path, {"ldps": [0.25, 0.5], "p2l": [0.75, 1.5]})
+    main = {"ldps": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], "p2l": [0.7, 0.8, 0.9, 1.0, 1.1, 1.2]}
+    path = tmp_path / "metrics" / "main_sr.json"
+    from shared.io import read_json
+    from shared.samples import sample
+    metrics = read_json(path)
+    for m, v in main.items():
+        for k in ("ssim", "psnr"):
+            metrics["methods"][m][k] = sample(v, "image", groups=[0, 0, 0, 1, 1, 1], group_unit="prior")
+    write_json(path, metrics)
+    factors = []
+    real = K._solve_batches
+    monkeypatch.setattr(K, "_solve_batches", lambda m, y, op, *a, **kw: factors.append(op.factor) or real(m, y, op, *a, **kw))
+    res = K.severity_knob(Run("p2l", "severity_knob", cfg, tmp_path))
+    assert 4 not in factors and factors.count(2) > 0
+    for m, v in main.items():
+        at4 = res["methods"][m]["ssim"]["samples"][1]
+        assert at4["values"] == v and at4["groups"] == [0, 0, 0, 1, 1, 1]
+
+
+def test_main_solves_are_not_read_where_the_main_table_averaged_noise_draws():
+    """With k > 1 noise draws main's per-image values are means over the draws, not the first draw a knob
+    or ablation solve gives: nothing is read."""
+    from papers.p2l.experiments.problems import main_solves
+    from shared.samples import sample
+
+    rec = {"ssim": sample([0.5] * 6, "image"), "psnr": sample([20.0] * 6, "image")}
+    one = load_config(CONFIG, "smoke", ["data.noise_seeds=1"])
+    three = load_config(CONFIG, "smoke", ["data.noise_seeds=3"])
+    assert one.data.n_test == 6
+    assert main_solves(one, {"p2l": rec}, "p2l", 0, 6, ("ssim", "psnr")) is not None
+    assert main_solves(three, {"p2l": rec}, "p2l", 0, 6, ("ssim", "psnr")) is None
+    assert main_solves(one, {"p2l": rec}, "p2l", 0, 3, ("ssim", "psnr")) is None

@@ -12,8 +12,11 @@ from shared.samples import sample
 from .. import metrics as M
 from ..data import make_split
 from .problems import (_solve_batches, cell, grouped_by_prior, held_out_problem, load_classifier, load_images, load_prior,
-                       method_hparams, n_priors, record_scores)
+                       main_solves, method_hparams, n_priors, record_scores)
 from .tuning import tune
+
+# the per-image scores of a variant, in the table's column order
+SCORES = ("psnr", "ssim", "off_range", "final_off_range", "prompt_cos", "null_cos", "caption_top1", "hf_energy")
 
 
 def ablation(run) -> dict:
@@ -62,12 +65,21 @@ def ablation(run) -> dict:
                 own, trows = tune(cfg, method, task, op, ldm, val, run.seed + 1, base=base, extra_axes=False)
                 own = {**base, **own}
                 tuning_rows += [{**r, "variant": name, "prior": prior} for r in trows]
+            r = per[name]
+            r["rho"].append(own["rho"])
+            # LDPS and P2L at the main table's values: its own test solves, read (the same images, draw and seed)
+            done = main_solves(cfg, main, name, prior, n, SCORES) if name in tuned else None
+            if done is not None:
+                r["scores"].append(done["scores"])
+                r["wall"].append(done["wall"])
+                r["nfe"] = done["nfe"]
+                if clf is not None:
+                    r["fd"].append(done["fd"])
+                continue
             hp = {**method_hparams(cfg, method), **own, "record_every": cfg.solve.record_every, **extra}
             x, nfe, wall, traj, records, _ = _solve_batches(method, y, op, ldm, cfg, run.seed, test["captions"], **hp)
-            r = per[name]
             r["scores"].append({"psnr": M.psnr(x, gt), "ssim": M.ssim(x, gt), **record_scores(records),
                                 "hf_energy": M.high_frequency_energy(x)})
-            r["rho"].append(own["rho"])
             r["wall"].append(wall)
             r["nfe"] = nfe
             if clf is not None:

@@ -212,6 +212,26 @@ def grouped_by_prior(per_prior: list, n_priors: int) -> dict:
     return sample(values, "image", groups=groups, group_unit="prior")
 
 
+def main_solves(cfg, main: dict, method: str, prior: int, n: int, keys) -> dict | None:
+    """What a test solve of `method` on `prior` (first n test images, first noise draw, the main table's
+    tuned values) would give, read from main_<task>'s metrics (`main`, its "methods"): per key of `keys`
+    that main recorded, the per-image values on that prior, plus its FD, NFE and wall time. None where the
+    main table's samples are not those solves (more than one noise draw, another image count)."""
+    rec = main.get(method)
+    if rec is None or int(cfg.data.noise_seeds) != 1 or n != int(cfg.data.n_test):
+        return None
+
+    def on_prior(s):
+        v = np.asarray(s["values"], dtype=float)
+        return v if "groups" not in s else v[np.asarray(s["groups"]) == prior]
+
+    scores = {k: on_prior(rec[k]) for k in keys if is_sample(rec.get(k)) and rec[k]["unit"] == "image"}
+    if not {"psnr", "ssim"} <= set(scores) or any(len(v) != n for v in scores.values()):
+        return None
+    return {"scores": scores, "fd": rec["fd"]["values"][prior] if "fd" in rec else None,
+            "nfe": rec.get("nfe"), "wall": rec["wall_s"]["values"][prior] if "wall_s" in rec else None}
+
+
 def cell(value) -> str | float:
     """A table cell: "mean ± std" for a sample with n > 1 (n in its own column), the mean for n = 1,
     else the number itself."""
