@@ -36,12 +36,16 @@ def main_metrics(out, task: str, factor: int | None = None) -> dict:
     return read_json(path)["methods"]
 
 
-def main_tuning(cfg, out, task: str, factor: int, prior: int = 0) -> dict | None:
+def is_main_factor(cfg, task: str, factor: int) -> bool:
+    """Whether the knob's factor is the main table's own for that task."""
+    return task in cfg.main_tasks and int(cfg.tasks[task].get("factor", 0)) == factor
+
+
+def main_tuning(cfg, out, task: str, factor: int, prior: int, methods: dict) -> dict | None:
     """What `main_<task>` tuned on `prior`, per method ({method: (tuned, rows)}), where the knob's factor
-    is the main table's own for that task; else None."""
-    if task not in cfg.main_tasks or int(cfg.tasks[task].get("factor", 0)) != factor:
+    is the main table's own for that task; else None. `methods`: main_<task>'s metrics (`main_metrics`)."""
+    if not is_main_factor(cfg, task, factor):
         return None
-    methods = main_metrics(out, task, factor)
     table = pd.read_csv(Path(out) / "tables" / f"tuning_{task}.csv")
     table = table[table["prior"] == prior].drop(columns="prior")
     return {m: ({k: float(v) for k, v in methods[m]["tuned_by_prior"][prior].items()},
@@ -62,20 +66,20 @@ def severity_knob(run) -> dict:
     per = {m: {k: [[] for _ in factors] for k in KNOB_METRICS} for m in kc.methods}
     tuned_by = {(f, m): [] for f in factors for m in kc.methods}
     tuned_rows = []
+    main = next((main_metrics(run.out, kc.task, f) for f in factors if is_main_factor(cfg, kc.task, f)), None)
     for prior in range(P):
         ldm = load_prior(cfg, run.out, prior)
         for j, f in enumerate(factors):
             op = build_operator(kc.task, cfg.image_size, sigma_y=cfg.solve.sigma_y, seed=cfg.seed,
                                 **{**dict(cfg.tasks[kc.task]), "factor": f})
             y = op.measure(gt, run.seed)    # the main table's first noise draw, at this factor
-            done = main_tuning(cfg, run.out, kc.task, f, prior)
-            done_metrics = main_metrics(run.out, kc.task, f) if done else None
+            done = main_tuning(cfg, run.out, kc.task, f, prior, main)
             for m in kc.methods:
                 tuned, trows = done[m] if done else tune(cfg, m, kc.task, op, ldm, val, run.seed + 1)
                 tuned_rows += [{**r, "factor": f, "prior": prior} for r in trows]
                 tuned_by[f, m].append(tuned)
                 # at the main factor, the main table's own test solves (the same images, draw and seed)
-                solved = main_solves(cfg, done_metrics, m, prior, n, KNOB_METRICS) if done else None
+                solved = main_solves(cfg, main, m, prior, n, KNOB_METRICS) if done else None
                 if solved is None:
                     x, *_ = _solve_batches(m, y, op, ldm, cfg, run.seed, test["captions"], **{**method_hparams(cfg, m), **tuned})
                     solved = {"scores": {"ssim": M.ssim(x, gt), "psnr": M.psnr(x, gt)}}
