@@ -97,6 +97,7 @@ class LatentDiffusion:
     scale: float
     device: torch.device = torch.device("cpu")
     dtype: torch.dtype = torch.float32
+    source: str = ""                      # the folder it was loaded from ("" when built in memory)
 
     def freeze(self) -> "LatentDiffusion":
         for m in (self.vae, self.unet, self.text_encoder):
@@ -144,7 +145,7 @@ def load_stable_diffusion(path: str | Path, device: str | torch.device = "cpu",
     scheduler = DDIMScheduler.from_config(pipe.scheduler.config)
     ldm = LatentDiffusion(vae=pipe.vae, unet=pipe.unet, text_encoder=pipe.text_encoder, tokenizer=pipe.tokenizer,
                           scheduler=scheduler, scale=float(pipe.vae.config.scaling_factor),
-                          device=torch.device(device), dtype=dtype)
+                          device=torch.device(device), dtype=dtype, source=str(path))
     return ldm.freeze()
 
 

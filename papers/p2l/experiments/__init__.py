@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from ..solve_cache import resumable
 from .ablation import ablation
 from .knob import severity_knob
 from .pixel_dps import pixel_dps as pixel_comparison, train_pixel_prior_job   # the module keeps its name
@@ -38,11 +39,12 @@ from .task_solutions import main_task
 
 MAX_PRIORS = 8   # train_prior_1 ... train_prior_7: the replicas a profile's `priors` may ask for
 
+# the experiments that solve with the latent solvers resume per solver batch after a kill (`solve_cache`)
 EXPERIMENTS = {"train_classifier": train_attribute_classifier, "train_prior": train_prior, "prior_gate": prior_gate,
                **{f"train_prior_{k}": partial(train_prior, prior=k) for k in range(1, MAX_PRIORS)},
-               **{f"main_{t}": partial(main_task, task=t) for t in TASKS}, "main_table": main_table,
-               "floors": floors, "ablation": ablation, "steps_check": steps_check,
-               "severity_knob": severity_knob, "train_pixel_prior": train_pixel_prior_job,
+               **{f"main_{t}": resumable(partial(main_task, task=t)) for t in TASKS}, "main_table": main_table,
+               "floors": floors, "ablation": resumable(ablation), "steps_check": resumable(steps_check),
+               "severity_knob": resumable(severity_knob), "train_pixel_prior": train_pixel_prior_job,
                **{f"train_pixel_prior_{k}": partial(train_pixel_prior_job, prior=k) for k in range(1, MAX_PRIORS)},
                "pixel_dps": pixel_comparison}
 

@@ -12,6 +12,7 @@ from shared.config import ConfigError
 from shared.samples import is_sample, sample
 
 from .. import metrics as M
+from .. import solve_cache
 from ..components import AttributeClassifier
 from ..data import ATTRIBUTES, make_split
 from ..models import LatentDiffusion, load_stable_diffusion, resolve_device
@@ -163,8 +164,13 @@ def _solve_batches(method, y, op, ldm, cfg, seed, captions, repeats: int = 1, **
     for b in range(0, y.shape[0], bs):
         hb = {k: (v[b:b + bs] if (k in VECTOR_HPARAMS or k == "z_init") and torch.is_tensor(v) else v)
               for k, v in hp.items()}
-        sol = solve(method, y[b:b + bs], op, ldm, steps=cfg.solve.steps, seed=seed + b,
-                    captions=None if captions is None else captions[b:b + bs], **hb)
+        caps = None if captions is None else captions[b:b + bs]
+        key = solve_cache.batch_key(method, y[b:b + bs], ldm, steps=cfg.solve.steps, seed=seed + b, captions=caps,
+                                    hparams=hb) if solve_cache.active() else None
+        sol = solve_cache.load(key)   # a batch this job solved before it was killed (`solve_cache`)
+        if sol is None:
+            sol = solve(method, y[b:b + bs], op, ldm, steps=cfg.solve.steps, seed=seed + b, captions=caps, **hb)
+            solve_cache.save(key, sol)
         xs.append(sol.x)
         wall += sol.wall_s
         trajs.append(sol.trajectory)
