@@ -45,6 +45,10 @@ def batch_cache(folder: str | Path):
     finally:
         _FOLDER.reset(token)
     shutil.rmtree(folder, ignore_errors=True)   # reached only when the enclosed code returned
+    try:
+        folder.parent.rmdir()   # `solves/`, once no other job keeps batches there
+    except OSError:
+        pass
 
 
 def resumable(experiment):

@@ -73,6 +73,7 @@ def test_a_rerun_after_a_failure_reads_the_finished_batches_and_equals_an_uninte
         assert calls == [7]   # only the batch that had not finished
     _same(resumed, reference)
     assert not setting.folder.exists()   # removed when the experiment returned
+    assert setting.folder.parent.exists()   # not the folder above while it holds anything else
 
 
 def test_the_key_changes_with_what_the_batch_depends_on(setting, monkeypatch):
@@ -104,6 +105,7 @@ def test_the_solving_experiments_resume_in_their_own_folder(tmp_path):
     run = SimpleNamespace(out=tmp_path, experiment="main_sr")
     seen = solve_cache.resumable(lambda r: {"folder": solve_cache.active()})(run)
     assert seen["folder"] == tmp_path / "checkpoints" / "solves" / "main_sr" and solve_cache.active() is None
+    assert not (tmp_path / "checkpoints" / "solves").exists()   # the empty folder above goes too
     wrapped = {name for name, fn in EXPERIMENTS.items() if getattr(fn, "__name__", "") == "run_resumable"}
     assert wrapped == {"main_sr", "main_gblur", "main_motion", "main_inpaint_box", "main_inpaint_random",
                        "ablation", "severity_knob", "steps_check"}
