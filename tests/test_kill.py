@@ -6,11 +6,16 @@ The killed run goes through a launcher that adds one callback to every `make_tra
 mid-epoch checkpoint it trains one more step, writes a marker file and sleeps, so the test kills a
 process that has trained past its checkpoint (the resume must redo that step). Every subprocess has a
 timeout, so the test cannot hang.
+
+P2L's solving jobs train nothing: `main_sr` at smoke is killed after it has kept two solver batches
+(`papers.p2l.solve_cache`; a launcher wraps its `save` the same way), rerun, and must write the metrics of
+the uninterrupted smoke run, having read the two kept batches instead of solving them again.
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -72,7 +77,7 @@ CASES = {
     # E2GAN's main training: the clustered base (6 steps at smoke, one epoch, so step 2 is mid-epoch)
     "e2gan": ("base_clustered", ["trainer.every_n_train_steps=2"]),
 }
-TIMING_KEYS = ("timing", "train_wall_s", "wall_time_s")
+TIMING_KEYS = ("timing", "train_wall_s", "wall_time_s", "wall_s", "runtime_ratio_to_ldps")
 
 
 def command(paper: str, out: Path, launcher: Path | None = None) -> list[str]:
@@ -164,3 +169,67 @@ def test_sigkill_mid_epoch_then_rerun_equals_an_uninterrupted_run(paper, killed_
     for path, state in weights.items():
         assert state.keys() == ref_weights[path].keys()
         assert all(torch.equal(v, ref_weights[path][k]) for k, v in state.items()), path
+
+
+SOLVE_LAUNCHER = '''
+import os, runpy, sys, time
+from pathlib import Path
+
+import papers.p2l.solve_cache as C
+
+marker, real, kept = Path(os.environ["KILL_TEST_MARKER"]), C.save, []
+
+
+def save(key, solution):
+    real(key, solution)
+    kept.append(key)
+    if len(kept) == 2 and key is not None:
+        marker.write_text(str(C.active()))
+        time.sleep(600)
+
+
+C.save = save
+runpy.run_module("papers.p2l", run_name="__main__", alter_sys=True)
+'''
+
+
+def _solve_command(out: Path, launcher: Path | None = None) -> list[str]:
+    head = [sys.executable, str(launcher)] if launcher else [sys.executable, "-m", "papers.p2l"]
+    return [*head, "main_sr", "--profile", "smoke", "--out", str(out)]
+
+
+def test_p2l_solving_job_sigkilled_mid_job_then_rerun_equals_an_uninterrupted_run(tmp_path, smoke_every_paper):
+    reference = smoke_every_paper[0] / "smoke" / "p2l"
+    assert (reference / "metrics" / "main_sr.json").is_file(), "no smoke run of p2l to compare"
+    out = tmp_path / "p2l"
+    shutil.copytree(reference / "checkpoints", out / "checkpoints")   # the trained smoke priors and classifier
+    launcher, marker = tmp_path / "launcher.py", tmp_path / "marker"
+    launcher.write_text(SOLVE_LAUNCHER)
+    proc = subprocess.Popen(_solve_command(out, launcher), cwd=REPO, env={**ENV, "KILL_TEST_MARKER": str(marker)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not marker.exists():
+            if proc.poll() is not None:
+                pytest.fail(f"the run ended (exit {proc.returncode}) before two batches: {proc.stderr.read()[-2000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail("no second batch within the timeout")
+            time.sleep(0.05)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    folder = Path(marker.read_text())
+    assert folder == out / "checkpoints" / "solves" / "main_sr" and len(list(folder.glob("*.pt"))) == 2
+    assert not (out / "metrics" / "main_sr.json").exists()
+    rerun = subprocess.run(_solve_command(out), cwd=REPO, env=ENV, capture_output=True, text=True, timeout=TIMEOUT)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert rerun.stderr.count("resumed: a solver batch read from") == 2   # the two kept batches, not solved again
+    assert not folder.exists()   # removed once the job finished
+    metrics = json.loads((out / "metrics" / "main_sr.json").read_text())
+    expected = json.loads((reference / "metrics" / "main_sr.json").read_text())
+    assert without_timing(metrics) == without_timing(expected)
