@@ -18,7 +18,8 @@ import yaml
 
 from conftest import FIXTURE_PAPERS, REPO, WORKFLOW_ENV
 
-REAL_PAPER = "everest"   # a real paper with GPU and CPU rules, among the quickest at smoke (p2l took 240 s here)
+REAL_PAPER = "freebind"   # a real paper with GPU and CPU rules and the fewest smoke jobs (24 with the fixture; EVEREST 42):
+# the plugin polls job states with a growing pause, so a job costs 15–35 s here whatever it computes
 PROFILE = yaml.safe_load((REPO / "profiles/slurm/config.v8+.yaml").read_text())
 # Lightning trainings whose GPUs the rule asks for (trainer.devices per node, Snakefile slurm_training),
 # not the profile; the profile gives them the GPU partition.
