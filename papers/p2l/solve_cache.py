@@ -58,7 +58,6 @@ def resumable(experiment):
             return experiment(run)
 
     run_resumable.__dict__.update(getattr(experiment, "__dict__", {}))   # `needs`, `per_seed`
-    run_resumable.__doc__ = getattr(experiment, "__doc__", None)
     return run_resumable
 
 
