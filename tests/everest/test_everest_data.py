@@ -105,10 +105,8 @@ def test_rest_windows_hold_the_digit_still():
     assert (per_window.sum(1) <= 3).all() and (per_window.sum(1) >= 2).all()
 
 
-def test_keep_mask_does_not_carry_the_class_but_carries_the_motion(monkeypatch):
+def test_keep_mask_does_not_carry_the_class_but_carries_the_motion():
     from papers.everest.leak import keep_masks, probe_accuracy
-
-    monkeypatch.setenv("KERNELS_FORCE_REFERENCE", "1")   # the scores kernel has its own tests; this is 1200 clips
 
     train, test = make_clips(800, 11), make_clips(400, 12)
     for keep in (0.3, 0.6):
@@ -162,8 +160,7 @@ def motion_in_middle_pairs(noise: float = 0.0):
     return video + noise * torch.randn(video.shape, generator=torch.Generator().manual_seed(1))
 
 
-def test_information_intensive_frames_prefers_motion(monkeypatch):
-    monkeypatch.setenv("KERNELS_FORCE_REFERENCE", "1")   # 200 selections; the scores kernel has its own tests
+def test_information_intensive_frames_prefers_motion():
     torch.manual_seed(0)
     embed = TubeletEmbed(1, 16, patch=8, tubelet=2)
     video = motion_in_middle_pairs()

@@ -51,8 +51,7 @@ def test_pair_has_motion():
     assert pair_has_motion(moving).tolist() == [[True, True, True, False]]
 
 
-def test_frame_arms_and_label_leak_write_paired_samples(tmp_path, monkeypatch):
-    monkeypatch.setenv("KERNELS_FORCE_REFERENCE", "1")   # the scores kernel has its own tests
+def test_frame_arms_and_label_leak_write_paired_samples(tmp_path):
     pre = run_pretrain(smoke_run(tmp_path, "pretrain_everest_selected_frames", "[0,1,2]"), "everest_selected_frames")
     frac = pre["motion_pair_fraction"]
     assert frac["unit"] == "seed" and frac["n"] == 3 and all(0.0 <= v <= 1.0 for v in frac["values"])

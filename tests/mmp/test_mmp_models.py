@@ -94,6 +94,7 @@ def test_generator_is_seeded_and_in_range():
     np.testing.assert_allclose(a.proportions.sum(1), 1.0)
 
 
+@pytest.mark.interpreter   # the Sinkhorn kernel itself (Triton interpreter on CPU) against POT
 def test_batched_ot_plans_and_gradients_match_pot_per_patient():
     """The batched Sinkhorn (kernels.sinkhorn_unbalanced) against POT's torch backend, one patient at
     a time as the official code runs it: plans and the gradients of a loss through them, float64."""
