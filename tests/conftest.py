@@ -87,7 +87,7 @@ def kernels_reference_outside_kernel_tests(request, monkeypatch):
     """Outside tests/kernels, a kernel call on CPU tensors runs its torch reference, as the workflow's
     CPU jobs do, not the test-wide Triton interpreter (minutes per trained arm): the kernels' own tests
     hold each kernel to its reference. A test marked `interpreter` keeps the interpreter."""
-    kernel_test = Path(str(request.node.fspath)).is_relative_to(REPO / "tests" / "kernels")
+    kernel_test = request.node.path.is_relative_to(REPO / "tests" / "kernels")
     if os.environ.get("TRITON_INTERPRET") == "1" and not kernel_test and not request.node.get_closest_marker("interpreter"):
         monkeypatch.setenv("KERNELS_FORCE_REFERENCE", "1")
 
