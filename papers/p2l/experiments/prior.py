@@ -72,14 +72,16 @@ def prior_gate(run) -> dict:
     test = make_split(run.seed, "test", chk.n, cfg.image_size)
     real = M.attribute_hits(clf, test["images"], test["labels"])
     names = list(ATTRIBUTES)
+    null_n = int(chk.get("null_n") or chk.n)   # the null-caption samples (the frequency rows' power; README)
     out = {"classifier_real": {a: sample(real[:, j], "image", binary=True) for j, a in enumerate(names)},
            "data_frequency": {a: 1 / len(v) for a, v in ATTRIBUTES.items()},
-           "guidance": chk.guidance, "sample_steps": chk.steps, "n": chk.n, "priors": n_priors(cfg)}
+           "guidance": chk.guidance, "sample_steps": chk.steps, "n": chk.n, "null_n": null_n,
+           "priors": n_priors(cfg)}
     for prior in range(n_priors(cfg)):
         ldm = load_prior(cfg, run.out, prior)
         x_cond = sample_prior(ldm, test["captions"], chk.steps, chk.guidance, run.seed)
         cond = M.attribute_hits(clf, x_cond, test["labels"])
-        x_null = sample_prior(ldm, [""] * chk.n, chk.steps, 0.0, run.seed + 1)
+        x_null = sample_prior(ldm, [""] * null_n, chk.steps, 0.0, run.seed + 1)
         with torch.no_grad():
             null_out = clf(x_null)
         null_pred = torch.stack([o.argmax(1) for o in null_out], 1).numpy()
