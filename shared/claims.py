@@ -8,6 +8,12 @@ and table in `shared.claims_report`; the audit of claims that could not fail in 
 method also beats a trivial or classical arm. A PASS whose floors do not all PASS is reported
 INCONCLUSIVE: a win over a baseline that loses to a simple arm is not evidence for the method.
 
+**Gates as preconditions.** A gate with `guards: <unit>` (e.g. `prior`) checks each trained component
+of that unit (each prior follows its captions). Every other claim of its paper whose interval is over
+that unit rests on those components, so a PASS or a FAIL of it whose guarding gates do not all PASS is
+reported INCONCLUSIVE, naming the gates: a comparison on priors that fail their gate is evidence neither
+way.
+
 **Robustness.** A claim with `robust_over: {knob, metric[, ref]}` is also decided, with the same
 point test, at every point of that world knob; the ledger reports in how many of the knob's worlds
 the verdict is the same as the claim's own.
@@ -33,7 +39,7 @@ from .io import read_json, write_json, write_text
 from .samples import is_knob
 
 __all__ = ["ALL_OPS", "FAIL", "INCONCLUSIVE", "KINDS", "MIN_UNITS", "NOT_RUN", "PASS", "STATUSES", "UNIT_PLURAL",
-           "ClaimResult", "ClaimsError", "Evidence", "apply_floors", "counts", "decide", "describe_evidence",
+           "ClaimResult", "ClaimsError", "Evidence", "apply_floors", "apply_gates", "counts", "decide", "describe_evidence",
            "describe_test", "evaluate", "evaluate_claim", "gather", "kind_summary", "load_claims", "lookup",
            "to_markdown", "write_ledger"]
 
@@ -59,6 +65,7 @@ class ClaimResult:
     method: str = ""                  # how the interval was made
     region: list[float] | None = None  # [lo, hi] of values that satisfy the test (for the forest plot)
     floors: list[str] = field(default_factory=list)
+    gates: list[str] = field(default_factory=list)    # the gates guarding its unit (`guards:`), when it has any
     knob: dict | None = None          # a knob claim's curve: points, estimate, lo, hi (verdicts, holds_from)
     robust: str | None = None         # "k/m worlds of <knob> agree"
     audit: list[str] = field(default_factory=list)
@@ -176,11 +183,27 @@ def apply_floors(results: list[ClaimResult]) -> None:
             r.note = f"passes alone, but its floor does not ({', '.join(weak)}); {r.note}"
 
 
+def apply_gates(results: list[ClaimResult], guards: Mapping[str, str]) -> None:
+    """A PASS or FAIL over a unit that gates guard (`guards`: gate id → unit) becomes INCONCLUSIVE when
+    one of its paper's gates for that unit does not PASS; each such claim lists its gates."""
+    by_id = {r.id: r for r in results}
+    for r in results:
+        if r.kind == "gate" or r.unit is None:
+            continue
+        r.gates = [g for g, unit in guards.items() if unit == r.unit and g in by_id and by_id[g].paper == r.paper]
+        weak = [f"{g} {by_id[g].status}" for g in r.gates if by_id[g].status != PASS]
+        if r.status in (PASS, FAIL) and weak:
+            shown = ", ".join(weak[:3]) + (f" and {len(weak) - 3} more" if len(weak) > 3 else "")
+            r.note = f"{r.status.lower()}s alone, but its {UNIT_PLURAL.get(r.unit, r.unit)}' gates do not all pass ({shown}); {r.note}"
+            r.status = INCONCLUSIVE
+
+
 def evaluate(claim_files: list[Path], results_dir: Path, profile: str) -> list[ClaimResult]:
     """Evaluate every claim of every file against `results_dir/<paper>/metrics.json`."""
-    results = []
+    results, guards = [], {}
     for path in sorted(claim_files):
         entries = load_claims(path)
+        guards.update({e["id"]: e["guards"] for e in entries if e.get("guards")})
         for entry in entries:
             metrics_path = results_dir / entry["paper"] / "metrics.json"
             metrics = read_json(metrics_path) if metrics_path.is_file() else None
@@ -188,6 +211,7 @@ def evaluate(claim_files: list[Path], results_dir: Path, profile: str) -> list[C
             result.audit = audit_claim(entry, metrics)
             results.append(result)
     apply_floors(results)
+    apply_gates(results, guards)
     return results
 
 

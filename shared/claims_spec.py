@@ -10,6 +10,7 @@ One entry::
       test: {op: ">=", ref: cindex.abmil}       # see below
       profiles: [tiny, full]                    # where the claim is checked (default: tiny, full)
       floors: [mmp.trans_beats_mean_floor]      # optional: floor (or gate) claims this claim needs
+      guards: prior                             # a gate only: every claim of the file over this unit needs it
       robust_over: {knob: pi_share, metric: sweeps.pi_share.mmp_trans, ref: sweeps.pi_share.abmil}
 
 **Kinds.** `paper`: what the paper claims (the only kind the summaries count as reproduced or not).
@@ -42,6 +43,7 @@ ALL_OPS = (">=", "<=", ">", "<", "between", "within")
 KINDS = ("paper", "floor", "gate", "accounting", "diagnostic")
 TRENDS = ("increasing", "decreasing")
 REQUIRED = ("id", "claim", "metric", "test")
+GUARDED_UNITS = ("prior", "base", "cohort", "seed")   # the trained components a gate can guard (`guards:`)
 
 
 class ClaimsError(ValueError):
@@ -101,6 +103,8 @@ def load_claims(path: str | Path) -> list[dict]:
         entry.setdefault("kind", "paper")
         if entry["kind"] not in KINDS:
             raise ClaimsError(f"{path}: claim {cid!r} has kind {entry['kind']!r}; kinds: {list(KINDS)}")
+        if entry.get("guards") is not None and (entry["kind"] != "gate" or entry["guards"] not in GUARDED_UNITS):
+            raise ClaimsError(f"{path}: claim {cid!r}: guards is for a gate, naming one of {list(GUARDED_UNITS)}")
         robust = entry.get("robust_over")
         if robust is not None:
             if not isinstance(robust, Mapping) or not {"knob", "metric"} <= set(robust):
