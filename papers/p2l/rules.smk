@@ -31,11 +31,13 @@ PAPER_TARGETS.extend(prov(
 
 
 rule p2l_classifier:
-    """The attribute classifier, beside the VAE and the LDM (the gate, the FD proxy and attribute accuracy read it)."""
+    """The attribute classifier, beside the VAE and the LDM (the gate, the FD proxy and attribute accuracy read it).
+    Every main task needs it, so its priority is the priors' less its own short run: snakemake does not raise
+    a job's priority to its dependents' (tests/test_priorities.py)."""
     input: paper_config("p2l")
     output: prov(f"{P2L}/metrics/train_classifier.json")
     benchmark: bench("p2l_classifier")
-    priority: 50
+    priority: 550
     threads: 1
     shell: experiment_cmd("p2l", "train_classifier")
 
