@@ -194,7 +194,8 @@ def apply_gates(results: list[ClaimResult], guards: Mapping[str, str]) -> None:
         weak = [f"{g} {by_id[g].status}" for g in r.gates if by_id[g].status != PASS]
         if r.status in (PASS, FAIL) and weak:
             shown = ", ".join(weak[:3]) + (f" and {len(weak) - 3} more" if len(weak) > 3 else "")
-            r.note = f"{r.status.lower()}s alone, but its {UNIT_PLURAL.get(r.unit, r.unit)}' gates do not all pass ({shown}); {r.note}"
+            alone = {PASS: "passes", FAIL: "fails"}[r.status]
+            r.note = f"{alone} alone, but its {UNIT_PLURAL.get(r.unit, r.unit)}' gates do not all pass ({shown}); {r.note}"
             r.status = INCONCLUSIVE
 
 

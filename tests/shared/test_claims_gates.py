@@ -39,7 +39,8 @@ def test_claims_over_priors_need_every_prior_gate(tmp_path):
     assert bad["p.gate_second"].status == FAIL
     # a PASS and a FAIL over priors both rest on the failing gate; the claim over images does not
     assert [bad[k].status for k in ("p.a_beats_b", "p.c_beats_b", "p.over_images")] == [INCONCLUSIVE, INCONCLUSIVE, PASS]
-    assert "p.gate_second FAIL" in bad["p.a_beats_b"].note and "p.gate_good" not in bad["p.a_beats_b"].note
+    assert bad["p.a_beats_b"].note.startswith("passes alone, but its priors' gates do not all pass (p.gate_second FAIL)")
+    assert bad["p.c_beats_b"].note.startswith("fails alone, but its priors' gates")
     assert bad["p.over_images"].gates == []
 
 
