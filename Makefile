@@ -22,17 +22,24 @@ install: $(STAMP)
 
 # Every package from requirements.lock, each checked against its hashes (torch: the local CPU wheel,
 # 2.13.0+cpu, not a CUDA build), the runtime and the test, lab, cluster and browser extras; then this
-# project itself, editable, with nothing more.
+# project itself, editable, with nothing more. The installer is uv (pinned, UV_VERSION): the same packages
+# and versions as pip from the same lock, in a fraction of pip's time; INSTALLER=pip uses pip.
+INSTALLER ?= uv
+UV_VERSION ?= 0.13.9
+ifeq ($(INSTALLER),pip)
+PIP_INSTALL := $(PY) -m pip install --quiet
+else
+PIP_INSTALL := $(VENV)/bin/uv pip install --quiet --python $(PY)
+endif
 $(STAMP): pyproject.toml requirements.lock
 	python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --require-hashes --no-deps -r requirements.lock
-	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(if $(filter pip,$(INSTALLER)),$(PY) -m pip install --quiet --upgrade pip,$(PY) -m pip install --quiet uv==$(UV_VERSION))
+	$(PIP_INSTALL) --require-hashes --no-deps -r requirements.lock
+	$(PIP_INSTALL) --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 # requirements.lock from pyproject.toml (uv's resolver; the versions already locked are kept unless
 # pyproject.toml asks for others; LOCK_ARGS=--upgrade moves them all to the newest allowed).
-UV_VERSION ?= 0.13.9
 lock:
 	python3 -m venv .venv-lock && .venv-lock/bin/pip install --quiet uv==$(UV_VERSION)
 	.venv-lock/bin/uv pip compile pyproject.toml --extra test --extra lab --extra cluster --extra browser \

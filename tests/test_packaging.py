@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -77,10 +78,14 @@ def test_runtime_dependencies_hold_no_test_or_lab_tools(project):
     assert set(EXTRAS) <= set(project["optional-dependencies"])
 
 
-def test_make_installs_from_the_lock():
+@pytest.mark.parametrize("installer", ["uv", "pip"])
+def test_make_installs_from_the_lock(installer, tmp_path):
     makefile = (ROOT / "Makefile").read_text()
-    recipe = makefile.split("$(STAMP): ", 1)[1].split("\n\n", 1)[0]
-    assert "requirements.lock" in recipe.splitlines()[0], "the install reruns when the lock changes"
-    assert re.search(r"pip install .*--require-hashes --no-deps -r requirements\.lock", recipe)
+    first = makefile.split("$(STAMP): ", 1)[1].splitlines()[0]
+    assert "requirements.lock" in first, "the install reruns when the lock changes"
+    recipe = subprocess.run(["make", "-n", "-B", "install", f"INSTALLER={installer}", f"VENV={tmp_path}/venv"],
+                            cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert re.search(r"pip install .*--require-hashes --no-deps -r requirements\.lock", recipe), recipe
     # the project itself adds nothing the lock does not hold
-    assert re.search(r"pip install .*--no-deps .*-e \.", recipe)
+    assert re.search(r"pip install .*--no-deps .*-e \.", recipe), recipe
+    assert ("uv pip install" in recipe) == (installer == "uv"), recipe
