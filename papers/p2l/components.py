@@ -42,9 +42,11 @@ def assemble(vae, unet, text_encoder, scale: float, device) -> LatentDiffusion:
 
 @torch.no_grad()
 def sample_prior(ldm: LatentDiffusion, captions: list[str], steps: int, guidance: float, seed: int,
-                 batch: int = 256) -> torch.Tensor:
-    """Text-to-image with the prior: DDIM (η = 0) with classifier-free guidance
-    ε = ε(z, C_∅) + w·(ε(z, C) − ε(z, C_∅)); the empty caption "" samples the unconditional prior."""
+                 batch: int = 256, eta: float = 0.0) -> torch.Tensor:
+    """Text-to-image with the prior: DDIM with classifier-free guidance
+    ε = ε(z, C_∅) + w·(ε(z, C) − ε(z, C_∅)); the empty caption "" samples the unconditional prior.
+    eta = 0: the deterministic DDIM sampler; eta = 1: the ancestral (DDPM) sampler, its noise drawn from
+    the batch's generator."""
     xs = []
     for b in range(0, len(captions), batch):
         caps = list(captions[b:b + batch])
@@ -56,6 +58,9 @@ def sample_prior(ldm: LatentDiffusion, captions: list[str], steps: int, guidance
         for t in ldm.scheduler.timesteps:
             e_null = ldm.eps(z, t, C_null)
             e = e_null if guidance == 0 or all(c == "" for c in caps) else e_null + guidance * (ldm.eps(z, t, C) - e_null)
-            z = ldm.scheduler.step(e, t, z).prev_sample
+            if eta:
+                z = ldm.scheduler.step(e, t, z, eta=eta, generator=g).prev_sample
+            else:
+                z = ldm.scheduler.step(e, t, z).prev_sample
         xs.append(ldm.decode(z).clamp(-1, 1).cpu())
     return torch.cat(xs)

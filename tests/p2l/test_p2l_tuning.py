@@ -91,6 +91,17 @@ def test_guidance_zero_is_the_unconditional_sampler_and_guidance_changes_samples
     assert guided.shape == null.shape and not torch.allclose(guided, null, atol=1e-4)
 
 
+def test_the_ancestral_sampler_is_seeded_and_is_not_ddim(ldm):
+    """The gate's sampler (prior_check.eta = 1): DDPM's ancestral steps, their noise from the seeded
+    generator (the same samples again), not the deterministic DDIM path (eta = 0)."""
+    caps = ["", ""]
+    ancestral = sample_prior(ldm, caps, steps=3, guidance=0.0, seed=4, eta=1.0)
+    torch.testing.assert_close(sample_prior(ldm, caps, steps=3, guidance=0.0, seed=4, eta=1.0), ancestral)
+    ddim = sample_prior(ldm, caps, steps=3, guidance=0.0, seed=4)
+    assert not torch.allclose(ancestral, ddim, atol=1e-4)
+    assert float(load_config(CONFIG, "tiny").prior_check.eta) == 1.0
+
+
 def test_every_method_evaluates_the_same_number_of_points_and_each_axis_value():
     """The equal budget: at tiny every method evaluates `tuning.budget` points, and a method with a larger
     product grid still tries every value of every axis (a Latin-hypercube draw)."""

@@ -61,7 +61,7 @@ def train_prior(run, prior: int = 0) -> dict:
 
 def prior_gate(run) -> dict:
     """The gate on every saved prior: the classifier reads real images; samples with the true caption
-    (DDIM, CFG at prior_check.guidance) carry its attributes; samples with the null caption have the
+    (CFG at prior_check.guidance; the sampler's η is prior_check.eta) carry its attributes; samples with the null caption have the
     data's attribute frequencies. Prior 0's results at the top level, prior k's under `prior_<k>`. Its
     own job, so that it runs beside the main tasks."""
     cfg = run.cfg
@@ -73,15 +73,16 @@ def prior_gate(run) -> dict:
     real = M.attribute_hits(clf, test["images"], test["labels"])
     names = list(ATTRIBUTES)
     null_n = int(chk.get("null_n") or chk.n)   # the null-caption samples (the frequency rows' power; README)
+    eta = float(chk.get("eta", 0.0))           # the gate's sampler: 1 = ancestral (DDPM), 0 = DDIM (README)
     out = {"classifier_real": {a: sample(real[:, j], "image", binary=True) for j, a in enumerate(names)},
            "data_frequency": {a: 1 / len(v) for a, v in ATTRIBUTES.items()},
-           "guidance": chk.guidance, "sample_steps": chk.steps, "n": chk.n, "null_n": null_n,
+           "guidance": chk.guidance, "sample_steps": chk.steps, "sampler_eta": eta, "n": chk.n, "null_n": null_n,
            "priors": n_priors(cfg)}
     for prior in range(n_priors(cfg)):
         ldm = load_prior(cfg, run.out, prior)
-        x_cond = sample_prior(ldm, test["captions"], chk.steps, chk.guidance, run.seed)
+        x_cond = sample_prior(ldm, test["captions"], chk.steps, chk.guidance, run.seed, eta=eta)
         cond = M.attribute_hits(clf, x_cond, test["labels"])
-        x_null = sample_prior(ldm, [""] * null_n, chk.steps, 0.0, run.seed + 1)
+        x_null = sample_prior(ldm, [""] * null_n, chk.steps, 0.0, run.seed + 1, eta=eta)
         with torch.no_grad():
             null_out = clf(x_null)
         null_pred = torch.stack([o.argmax(1) for o in null_out], 1).numpy()
