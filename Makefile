@@ -23,13 +23,14 @@ install: $(STAMP)
 # Every package from requirements.lock, each checked against its hashes (torch: the local CPU wheel,
 # 2.13.0+cpu, not a CUDA build), the runtime and the test, lab, cluster and browser extras; then this
 # project itself, editable, with nothing more. The installer is uv (pinned, UV_VERSION): the same packages
-# and versions as pip from the same lock, in a fraction of pip's time; INSTALLER=pip uses pip.
+# and versions as pip from the same lock, in a fraction of pip's time; INSTALLER=pip uses pip. uv compiles the
+# bytecode at install, as pip does: where bytecode writing is off, every import would compile it again.
 INSTALLER ?= uv
 UV_VERSION ?= 0.13.9
 ifeq ($(INSTALLER),pip)
 PIP_INSTALL := $(PY) -m pip install --quiet
 else
-PIP_INSTALL := $(VENV)/bin/uv pip install --quiet --python $(PY)
+PIP_INSTALL := $(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY)
 endif
 $(STAMP): pyproject.toml requirements.lock
 	python3 -m venv $(VENV)

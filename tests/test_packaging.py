@@ -89,3 +89,5 @@ def test_make_installs_from_the_lock(installer, tmp_path):
     # the project itself adds nothing the lock does not hold
     assert re.search(r"pip install .*--no-deps .*-e \.", recipe), recipe
     assert ("uv pip install" in recipe) == (installer == "uv"), recipe
+    if installer == "uv":   # as pip does: else, with bytecode writing off, each import compiles it again
+        assert all("--compile-bytecode" in line for line in recipe.splitlines() if "uv pip install" in line), recipe
