@@ -28,13 +28,15 @@ install: $(STAMP)
 INSTALLER ?= uv
 UV_VERSION ?= 0.13.9
 ifeq ($(INSTALLER),pip)
+INSTALLER_SETUP := $(PY) -m pip install --quiet --upgrade pip
 PIP_INSTALL := $(PY) -m pip install --quiet
 else
+INSTALLER_SETUP := $(PY) -m pip install --quiet uv==$(UV_VERSION)
 PIP_INSTALL := $(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY)
 endif
 $(STAMP): pyproject.toml requirements.lock
 	python3 -m venv $(VENV)
-	$(if $(filter pip,$(INSTALLER)),$(PY) -m pip install --quiet --upgrade pip,$(PY) -m pip install --quiet uv==$(UV_VERSION))
+	$(INSTALLER_SETUP)
 	$(PIP_INSTALL) --require-hashes --no-deps -r requirements.lock
 	$(PIP_INSTALL) --no-deps --no-build-isolation -e .
 	touch $(STAMP)

@@ -58,9 +58,6 @@ def sample_prior(ldm: LatentDiffusion, captions: list[str], steps: int, guidance
         for t in ldm.scheduler.timesteps:
             e_null = ldm.eps(z, t, C_null)
             e = e_null if guidance == 0 or all(c == "" for c in caps) else e_null + guidance * (ldm.eps(z, t, C) - e_null)
-            if eta:
-                z = ldm.scheduler.step(e, t, z, eta=eta, generator=g).prev_sample
-            else:
-                z = ldm.scheduler.step(e, t, z).prev_sample
+            z = ldm.scheduler.step(e, t, z, eta=eta, generator=g).prev_sample   # eta = 0 draws no noise
         xs.append(ldm.decode(z).clamp(-1, 1).cpu())
     return torch.cat(xs)

@@ -61,8 +61,8 @@ def train_prior(run, prior: int = 0) -> dict:
 
 def prior_gate(run) -> dict:
     """The gate on every saved prior: the classifier reads real images; samples with the true caption
-    (CFG at prior_check.guidance; the sampler's η is prior_check.eta) carry its attributes; samples with the null caption have the
-    data's attribute frequencies. Prior 0's results at the top level, prior k's under `prior_<k>`. Its
+    (CFG at prior_check.guidance) carry its attributes; samples with the null caption have the data's
+    attribute frequencies; both drawn with the sampler's η = prior_check.eta. Prior 0's results at the top level, prior k's under `prior_<k>`. Its
     own job, so that it runs beside the main tasks."""
     cfg = run.cfg
     if cfg.full.sd_path:
