@@ -15,20 +15,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 
 import torch
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-from papers.p2l.components import assemble, tiny_tokenizer   # noqa: E402
-from papers.p2l.data import CAPTION_LENGTH   # noqa: E402
-from papers.p2l.models import build_text_encoder, build_unet, build_vae   # noqa: E402
-from papers.p2l.operators import build_operator   # noqa: E402
-from papers.p2l.solver import solve   # noqa: E402
-from shared.config import load_config   # noqa: E402
+from papers.p2l.components import assemble, tiny_tokenizer
+from papers.p2l.data import CAPTION_LENGTH
+from papers.p2l.experiments.problems import method_hparams
+from papers.p2l.models import build_text_encoder, build_unet, build_vae   # sets HF_HUB_OFFLINE
+from papers.p2l.operators import build_operator
+from papers.p2l.solver import solve
+from shared.config import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 ARMS = {"ldps": ("ldps", {}), "p2l_K1": ("p2l", {"prompt_steps": 1}), "p2l_K2": ("p2l", {"prompt_steps": 2})}
@@ -80,7 +78,7 @@ def main(argv=None) -> dict:
     batches = sorted(set(args.batches) | {args.reference})
     rows = []
     for arm, (method, extra) in ARMS.items():
-        hp = {**dict(cfg.hparams.get(method, {}) or {}), **extra}
+        hp = {**method_hparams(cfg, method), **extra}
         ms = {b: 1e3 * cpu_per_image_step(ldm, op, method, hp, b, args.steps, cfg.image_size, args.repeats)
               for b in batches}
         for b in batches:
