@@ -107,7 +107,7 @@ def retrieval_weights(query: torch.Tensor, memory: torch.Tensor, tau_r: float) -
 
 
 def pseudo_tuples(pools: Mapping[str, Emb], hub: str, seed_mods: Sequence[str], mods: Sequence[str],
-                  tau_r: float = 0.01) -> dict[str, dict[str, torch.Tensor]]:
+                  tau_r: float = 0.01, memo: dict | None = None) -> dict[str, dict[str, torch.Tensor]]:
     """Pseudo tuples from unpaired pools.
 
     pools[space][m]: the pool of modality m embedded in `space` (rows are the same data in every
@@ -115,15 +115,28 @@ def pseudo_tuples(pools: Mapping[str, Emb], hub: str, seed_mods: Sequence[str], 
     modality q and each wanted modality m ≠ q, w = softmax(⟨x_q, M_m⟩/τr) in the hub, and the
     pseudo-embedding is l2norm(w · M_m) in **every** space, with the same w; m = q keeps the datum.
     Returns {space: {m: (n, d)}} concatenated over the seed modalities.
+
+    `memo` (a dict kept for one `pools` mapping, never shared between two) holds each (hub, q, m,
+    space, τr) pseudo-embedding once computed: the MoP members seeded by the same modality, and the
+    bonds over the same pools, read it instead of computing it again (the same tensors, bitwise).
     """
+    memo = {} if memo is None else memo
     out: dict[str, dict[str, list]] = {s: {m: [] for m in mods if m in pools[s]} for s in pools}
     for q in seed_mods:
         for m in mods:
-            w = None if m == q else retrieval_weights(pools[hub][q], pools[hub][m], tau_r)
+            w = None
             for s in pools:
                 if m not in pools[s]:
                     continue
-                out[s][m].append(pools[s][q] if w is None else l2norm(w @ pools[s][m]))
+                if m == q:
+                    out[s][m].append(pools[s][q])
+                    continue
+                key = (hub, q, m, s, float(tau_r))
+                if key not in memo:
+                    if w is None:
+                        w = retrieval_weights(pools[hub][q], pools[hub][m], tau_r)
+                    memo[key] = l2norm(w @ pools[s][m])
+                out[s][m].append(memo[key])
     return {s: {m: torch.cat(v) for m, v in d.items()} for s, d in out.items()}
 
 
@@ -250,15 +263,17 @@ def shuffle_targets(datasets: Sequence[tuple[dict, dict]], seed: int) -> list[tu
 
 
 def bond_datasets(pools: Mapping[str, Emb], hub: str, src: str, tgt: str, members: Sequence[str],
-                  tau_r: float) -> tuple[list, tuple[str, ...], tuple[str, ...]]:
-    """The pseudo datasets of a bond src→tgt (one per MoP member), its overlap and source-only modalities."""
+                  tau_r: float, memo: dict | None = None) -> tuple[list, tuple[str, ...], tuple[str, ...]]:
+    """The pseudo datasets of a bond src→tgt (one per MoP member), its overlap and source-only modalities.
+    `memo`: `pseudo_tuples`' store for these pools (the members, and other bonds over the same pools, share it)."""
     overlap = tuple(m for m in ("audio", "image", "text") if m in pools[src] and m in pools[tgt])
     src_only = tuple(m for m in ("audio", "image", "text") if m in pools[src] and m not in pools[tgt])
     mods = overlap + src_only
     sub = {s: pools[s] for s in dict.fromkeys((hub, src, tgt))}
+    memo = {} if memo is None else memo
     datasets = []
     for name in members:
-        tup = pseudo_tuples(sub, hub, MOP_POOLS[name], mods, tau_r)
+        tup = pseudo_tuples(sub, hub, MOP_POOLS[name], mods, tau_r, memo)
         datasets.append((tup[src], tup[tgt]))
     return datasets, overlap, src_only
 

@@ -69,6 +69,7 @@ class SeedRun:
         self.test = embed_all(self.spaces, self.test_raw)
         self.n_test = len(ev)
         self.banks: dict[str, ProjectorBank] = {}
+        self._tuple_memos: list[tuple[dict, dict]] = []   # (pools, its pseudo-tuple memo): bonds over the same pools share it
 
     def made_by(self, **bond) -> dict:
         """What decides a bond: the world, the spaces and bond recipes, the displacement λ (the
@@ -80,7 +81,8 @@ class SeedRun:
     def bank(self, name: str, pools, hub: str, src: str, tgt: str, dense: bool, shuffled: bool = False) -> ProjectorBank:
         """The bond `name` (a 7-member bank): loaded when its cache key matches, else trained and cached."""
         path = self.ckpt / "bonds" / f"{name}.pt"
-        datasets, overlap, src_only = bond_datasets(pools, hub, src, tgt, MEMBERS, self.cfg.bonds.tau_r)
+        datasets, overlap, src_only = bond_datasets(pools, hub, src, tgt, MEMBERS, self.cfg.bonds.tau_r,
+                                                    memo=self._tuple_memo(pools))
         train_seed = self.seed * 1000 + sum(map(ord, name))
         if shuffled:
             datasets = shuffle_targets(datasets, train_seed + 1)
@@ -101,6 +103,14 @@ class SeedRun:
         self.params[f"bond_{name}"] = n_params(bank)
         self.banks[name] = bank.eval()
         return self.banks[name]
+
+    def _tuple_memo(self, pools) -> dict:
+        """The pseudo-tuple memo of this pools mapping (held beside it, so a memo never outlives its pools)."""
+        for held, memo in self._tuple_memos:
+            if held is pools:
+                return memo
+        self._tuple_memos.append((pools, {}))
+        return self._tuple_memos[-1][1]
 
     def row(self, emb) -> dict:
         return evaluate(emb, self.caption_item, self.test_events.cls, N_CLASSES)

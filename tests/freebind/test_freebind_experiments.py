@@ -167,7 +167,7 @@ def _bare_run(cfg, ckpt, seed=0):
 
     r = SeedRun.__new__(SeedRun)
     r.cfg, r.seed, r.ckpt, r.world = cfg, seed, ckpt, World(world_spec(cfg))
-    r.timing, r.params, r.banks = {}, {}, {}
+    r.timing, r.params, r.banks, r._tuple_memos = {}, {}, {}, []
     return r
 
 
