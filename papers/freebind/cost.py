@@ -79,7 +79,7 @@ def cost(run) -> dict:
         params = {f"bond_{name}": 7 * _projector_params(d[a], d[b], h) for name, (a, b) in {
             "c_clap_g": ("clap_g", "imagebind"), "c_clap_m": ("clap_m", "imagebind"),
             "d_internvl": ("imagebind", "internvl")}.items()}
-        run.save_table(pd.DataFrame([{"item": k, "trainable params": v} for k, v in params.items()]), "cost")
+        run.save_table(pd.DataFrame([{"item": k, "trainable params": v} for k, v in params.items()]), "bond_cost")
         return {"params": params}
     flops = training_flops(run.cfg)
     bonds = [k for k in s0["params"] if k.startswith("bond_")]
@@ -94,7 +94,7 @@ def cost(run) -> dict:
     rows.append({"item": "retraining the unified space U (image-text, then audio)",
                  "trainable params": s0["params"]["U_encoders"], "train GFLOPs": flops["U_train_flops"] / 1e9,
                  "train time (s)": float(np.mean([s["timing"]["U_s"] for s in seeds]))})
-    run.save_table(pd.DataFrame(rows), "cost", floatfmt=".2f")
+    run.save_table(pd.DataFrame(rows), "bond_cost", floatfmt=".2f")
     parallel = s0["params"]["bond_c_E1"] + s0["params"]["bond_c_E2"]
     # each seed's ratio within its own job (both timed by one process on one machine)
     time_ratio = sample([(s["timing"]["bond_c_E1_s"] + s["timing"]["bond_c_E2_s"]) / s["timing"]["U_s"]
