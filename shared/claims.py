@@ -231,7 +231,14 @@ def write_ledger(results: list[ClaimResult], out_dir: Path, profile: str, plot: 
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Evaluate the claims ledger for one profile.")
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["--compare"]:
+        from .claims_compare import main as compare_main
+
+        sys.exit(compare_main(argv[1:]))
+    parser = argparse.ArgumentParser(description="Evaluate the claims ledger for one profile "
+                                     "(`--compare A B`: the claims whose verdict differs between two records).")
     parser.add_argument("--profile", required=True)
     parser.add_argument("--results", type=Path, required=True, help="results/<profile> folder")
     parser.add_argument("--rule", default=None)

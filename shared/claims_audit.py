@@ -12,7 +12,10 @@ It flags, for each claim against the metrics at hand:
 - a mean written without its per-unit values, which no interval can be built from;
 - a `paper` claim on a value computed from configuration alone (marked `from_config` in the
   metrics): arithmetic on configured sizes is `accounting`, not a reproduced result.
-The swap test is run on the data's raw interval whatever n is, so it works on one-seed smoke metrics.
+The swap test is run on the data's raw interval whatever n is, so it works on one-seed smoke metrics,
+except on a tie below MIN_UNITS units (metric equal to ref on every unit): there the swap only shows
+that two numbers met, which another CPU's rounding can undo, and the ledger decides nothing on so few
+units (a structural tie still shows at tiny, where the units are enough).
 This module reads the ledger's evidence (`shared.claims_evidence`); the ledger imports the audit,
 never the other way round.
 """
@@ -21,7 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from .claims_evidence import FAIL, PASS, decide, gather, is_configured, lookup
+from .claims_evidence import FAIL, MIN_UNITS, PASS, decide, gather, is_configured, lookup
 from .claims_spec import ClaimsError, is_knob_test, load_claims
 from .io import read_json
 from .samples import is_binary, is_gap, is_sample
@@ -37,6 +40,13 @@ def _raw_verdict(metric_key: str, metric: Any, ref_key: str | None, ref: Any, te
 
 def _negated(s: Mapping) -> dict:
     return {**s, "values": [-float(v) for v in s["values"]]}
+
+
+def _tie_below_min_units(metric: Any, ref: Any) -> bool:
+    """Two samples equal on each of fewer than MIN_UNITS units: a chance meeting, not a form (an exact
+    quantity's tie is a form, and stays audited)."""
+    return (is_sample(metric) and is_sample(ref) and len(metric["values"]) < MIN_UNITS
+            and [float(v) for v in metric["values"]] == [float(v) for v in ref["values"]])
 
 
 def audit_claim(entry: Mapping, metrics: Mapping | None) -> list[str]:
@@ -64,7 +74,8 @@ def audit_claim(entry: Mapping, metrics: Mapping | None) -> list[str]:
             findings.append(f"{key} is identical across all {len(value['values'])} {value['unit']}s")
         elif isinstance(value, Mapping) and "mean" in value and not is_sample(value) and "successes" not in value:
             findings.append(f"{key} is a mean without per-unit values")
-    if ref_key and test["op"] != "within" and ref_key != entry["metric"] and len(found) == 2:
+    if (ref_key and test["op"] != "within" and ref_key != entry["metric"] and len(found) == 2
+            and not _tie_below_min_units(found[entry["metric"]], found[ref_key])):
         forward = _raw_verdict(entry["metric"], found[entry["metric"]], ref_key, found[ref_key], test)
         swapped = _raw_verdict(ref_key, found[ref_key], entry["metric"], found[entry["metric"]], test)
         if forward is not None and forward == swapped and forward in (PASS, FAIL):
