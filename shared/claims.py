@@ -4,22 +4,34 @@ The file format and the tests are in `shared.claims_spec`; how an interval is ma
 evidence (samples, grouped samples, folds, counts, knobs) in `shared.claims_evidence`; the summary
 and table in `shared.claims_report`; the audit of claims that could not fail in `shared.claims_audit`.
 
+**Four outcomes.** PASS, FAIL, INCONCLUSIVE (the interval does not decide: more units would; the
+ledger says how many) and UNTESTABLE (a precondition did not PASS: this world cannot test the claim;
+its own interval is shown beside, and it is not counted as tested).
+
 **Floors.** A comparative claim about a method names the floor claims (`floors:`) that say the
-method also beats a trivial or classical arm. A PASS whose floors do not all PASS is reported
-INCONCLUSIVE: a win over a baseline that loses to a simple arm is not evidence for the method.
+method also beats a trivial or classical arm (each floor says `why:` it bears on the claims). A claim
+whose floors do not all PASS is UNTESTABLE, whichever way its own interval points: a win or a loss
+against a baseline that itself loses to a simple arm is evidence neither way.
 
 **Gates as preconditions.** A gate with `guards: <unit>` (e.g. `prior`) checks each trained component
 of that unit (each prior follows its captions). Every other claim of its paper whose interval is over
-that unit rests on those components, so a PASS or a FAIL of it whose guarding gates do not all PASS is
-reported INCONCLUSIVE, naming the gates: a comparison on priors that fail their gate is evidence neither
-way.
+that unit rests on those components, so a claim whose guarding gates do not all PASS is UNTESTABLE,
+naming the gates. A gate may also be named in `floors:`, like a floor.
+
+**Families.** Paper claims are decided as families (`shared.claims_multiplicity`): a paper's primary
+claims (`primary: true`) under Holm at familywise 5 %, the other paper claims of the ledger under
+Benjamini–Hochberg at q = 0.10. Floors, gates, accounting and diagnostics are decided per claim.
+
+**Power** (`shared.claims_power`): each claim with a sample shows the effect it could detect with 80 %
+power, and an INCONCLUSIVE one the n its observed effect would need.
 
 **Robustness.** A claim with `robust_over: {knob, metric[, ref]}` is also decided, with the same
 point test, at every point of that world knob; the ledger reports in how many of the knob's worlds
 the verdict is the same as the claim's own.
 
 NOT RUN: the metrics file or a key is missing, or the profile is not one the claim is checked at.
-`python -m shared.claims --audit` lists claims that could not fail.
+`python -m shared.claims --audit` lists claims that could not fail; `--power RESULTS` sizes the
+primary claims' replicates from a pilot run.
 """
 from __future__ import annotations
 
@@ -30,16 +42,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from .claims_audit import audit_claim, audit_files
-from .claims_evidence import (FAIL, INCONCLUSIVE, MIN_UNITS, NOT_RUN, PASS, UNIT_PLURAL, Evidence, decide, gather,
-                              fmt as _fmt, knob_evidence, lookup, plural, point_verdict)
+from .claims_audit import audit_claim, audit_files, ledger_findings, structural_findings
+from .claims_evidence import (FAIL, INCONCLUSIVE, MIN_UNITS, NOT_RUN, PASS, UNIT_PLURAL, UNTESTABLE, Evidence, decide,
+                              degenerate, gather, fmt as _fmt, knob_evidence, lookup, p_values, plural, point_verdict)
+from .claims_multiplicity import FAMILYWISE, FDR, benjamini_hochberg, holm
+from .claims_power import detectable_effect, threshold, units_needed
 from .claims_report import STATUSES, counts, kind_summary, to_markdown
 from .claims_spec import ALL_OPS, KINDS, ClaimsError, describe_test, is_knob_test, load_claims, region
 from .io import read_json, write_json, write_text
 from .samples import is_knob
 
 __all__ = ["ALL_OPS", "FAIL", "INCONCLUSIVE", "KINDS", "MIN_UNITS", "NOT_RUN", "PASS", "STATUSES", "UNIT_PLURAL",
-           "ClaimResult", "ClaimsError", "Evidence", "apply_floors", "apply_gates", "counts", "decide", "describe_evidence",
+           "UNTESTABLE", "ClaimResult", "ClaimsError", "Evidence", "apply_families", "apply_floors", "apply_gates",
+           "counts", "decide", "describe_evidence",
            "describe_test", "evaluate", "evaluate_claim", "gather", "kind_summary", "load_claims", "lookup",
            "to_markdown", "write_ledger"]
 
@@ -69,6 +84,13 @@ class ClaimResult:
     knob: dict | None = None          # a knob claim's curve: points, estimate, lo, hi (verdicts, holds_from)
     robust: str | None = None         # "k/m worlds of <knob> agree"
     audit: list[str] = field(default_factory=list)
+    alone: str | None = None          # the verdict of its own interval, before preconditions and family
+    primary: bool = False             # a primary paper claim (`primary: true`)
+    family: str | None = None         # primary (Holm within the paper) | secondary (BH across the ledger)
+    p: float | None = None            # one-sided p-value of the direction its interval decides
+    p_adjusted: float | None = None   # Holm's adjusted p (primary) or the BH q-value (secondary)
+    detectable: float | None = None   # the distance from the threshold detectable with 80 % power at its n
+    needs: int | None = None          # INCONCLUSIVE: the n its observed effect would need for 80 % power
 
 
 def describe_evidence(ev: Evidence) -> str:
@@ -126,7 +148,7 @@ def evaluate_claim(entry: Mapping, metrics: Mapping | None, profile: str) -> Cla
         id=entry["id"], paper=entry["paper"], claim=entry["claim"], paper_value=entry.get("paper_value"),
         metric=entry["metric"], reproduced=None, test=describe_test(test), status=NOT_RUN,
         kind=entry.get("kind", "paper"), profiles=list(entry.get("profiles", ["tiny", "full"])),
-        region=[rlo, rhi], floors=list(entry.get("floors", [])),
+        region=[rlo, rhi], floors=list(entry.get("floors", [])), primary=bool(entry.get("primary")),
     )
     if metrics is None:
         result.note = "no metrics file"
@@ -164,27 +186,67 @@ def evaluate_claim(entry: Mapping, metrics: Mapping | None, profile: str) -> Cla
         return result
     if status is None:
         if ev.kind != "exact" and ev.n < MIN_UNITS:
-            result.status = INCONCLUSIVE
+            result.status = result.alone = INCONCLUSIVE
             result.note = f"{plural(ev.n, ev.unit)}: needs ≥ {plural(MIN_UNITS, ev.unit)}; {result.note}"
             return result
         status = decide(ev.lo, ev.hi, test)
-    result.status = status
+    if degenerate(ev) and result.kind != "accounting":
+        status = INCONCLUSIVE
+        result.note = (f"its {plural(ev.n, ev.unit)} do not vary (SD = 0): a point, not an interval, "
+                       f"decides nothing; {result.note}")
+    result.status = result.alone = status
     result.robust = _robustness(entry, metrics, status)
+    _power(result, ev, test.get("holds_from", test))
     return result
 
 
+def _power(result: ClaimResult, ev: Evidence, test: Mapping) -> None:
+    """Its one-sided p-value in the direction its interval decides, and its power (shared.claims_power)."""
+    ps = ev.p or p_values(ev, test)
+    if ps is None:
+        return
+    p_pass, p_fail = ps
+    result.p = {PASS: p_pass, FAIL: p_fail}.get(result.status, min(p_pass, p_fail))
+    if ev.form is None:
+        return
+    result.detectable = detectable_effect(ev, test)
+    if result.status == INCONCLUSIVE:
+        c, _ = threshold(ev.estimate, test)
+        result.needs = units_needed(ev, ev.estimate - c, test)
+
+
+DECIDED = (PASS, FAIL, INCONCLUSIVE)
+ALONE = {PASS: "passes", FAIL: "fails", INCONCLUSIVE: "is undecided"}
+
+
+def _untestable(r: ClaimResult, why: str) -> None:
+    r.note = f"{ALONE[r.status]} alone, but {why}; {r.note}"
+    r.status = UNTESTABLE
+
+
 def apply_floors(results: list[ClaimResult]) -> None:
-    """A PASS whose floor claims do not all PASS becomes INCONCLUSIVE, with the reason in its note."""
+    """A decided claim whose floor claims do not all PASS becomes UNTESTABLE (a PASS and a FAIL alike),
+    with the reason in its note; a floor's own floors are applied first."""
     by_id = {r.id: r for r in results}
-    for r in results:
+    done: set[str] = set()
+
+    def settle(r: ClaimResult) -> None:
+        if r.id in done:
+            return
+        done.add(r.id)
+        for f in r.floors:
+            if f in by_id:
+                settle(by_id[f])
         weak = [f"{f} {by_id[f].status}" for f in r.floors if f in by_id and by_id[f].status != PASS]
-        if r.status == PASS and weak:
-            r.status = INCONCLUSIVE
-            r.note = f"passes alone, but its floor does not ({', '.join(weak)}); {r.note}"
+        if r.status in DECIDED and weak:
+            _untestable(r, f"its floor does not pass ({', '.join(weak)})")
+
+    for r in results:
+        settle(r)
 
 
 def apply_gates(results: list[ClaimResult], guards: Mapping[str, str]) -> None:
-    """A PASS or FAIL over a unit that gates guard (`guards`: gate id → unit) becomes INCONCLUSIVE when
+    """A decided claim over a unit that gates guard (`guards`: gate id → unit) becomes UNTESTABLE when
     one of its paper's gates for that unit does not PASS; each such claim lists its gates."""
     by_id = {r.id: r for r in results}
     for r in results:
@@ -192,27 +254,50 @@ def apply_gates(results: list[ClaimResult], guards: Mapping[str, str]) -> None:
             continue
         r.gates = [g for g, unit in guards.items() if unit == r.unit and g in by_id and by_id[g].paper == r.paper]
         weak = [f"{g} {by_id[g].status}" for g in r.gates if by_id[g].status != PASS]
-        if r.status in (PASS, FAIL) and weak:
+        if r.status in DECIDED and weak:
             shown = ", ".join(weak[:3]) + (f" and {len(weak) - 3} more" if len(weak) > 3 else "")
-            alone = {PASS: "passes", FAIL: "fails"}[r.status]
-            r.note = f"{alone} alone, but its {UNIT_PLURAL.get(r.unit, r.unit)}' gates do not all pass ({shown}); {r.note}"
-            r.status = INCONCLUSIVE
+            _untestable(r, f"its {UNIT_PLURAL.get(r.unit, r.unit)}' gates do not all pass ({shown})")
+
+
+def apply_families(results: list[ClaimResult]) -> None:
+    """Decide the paper claims with a p-value as families: each paper's primaries under Holm (familywise
+    FAMILYWISE), all secondaries of the ledger under Benjamini–Hochberg (q = FDR). A verdict whose
+    adjusted p-value exceeds the level becomes INCONCLUSIVE; the correction never adds a verdict."""
+    tested = [r for r in results if r.kind == "paper" and r.status in DECIDED and r.p is not None]
+    families = [([r for r in tested if r.primary and r.paper == paper], "primary", holm, FAMILYWISE, "Holm")
+                for paper in dict.fromkeys(r.paper for r in tested if r.primary)]
+    families.append(([r for r in tested if not r.primary], "secondary", benjamini_hochberg, FDR, "BH"))
+    for members, family, adjust, level, name in families:
+        for r, adjusted in zip(members, adjust([r.p for r in members]) if members else []):
+            r.family, r.p_adjusted = family, adjusted
+            if r.status in (PASS, FAIL) and adjusted > level:
+                r.note = (f"{ALONE[r.status]} alone (p = {r.p:.3g}), not after {name} among {len(members)} "
+                          f"{family} claims ({'p_adj' if name == 'Holm' else 'q'} = {adjusted:.3g}); {r.note}")
+                r.status = INCONCLUSIVE
 
 
 def evaluate(claim_files: list[Path], results_dir: Path, profile: str) -> list[ClaimResult]:
     """Evaluate every claim of every file against `results_dir/<paper>/metrics.json`."""
-    results, guards = [], {}
+    results, guards, every, by_paper = [], {}, [], {}
     for path in sorted(claim_files):
         entries = load_claims(path)
+        every += entries
         guards.update({e["id"]: e["guards"] for e in entries if e.get("guards")})
+        roles = structural_findings(entries)
         for entry in entries:
-            metrics_path = results_dir / entry["paper"] / "metrics.json"
-            metrics = read_json(metrics_path) if metrics_path.is_file() else None
+            if entry["paper"] not in by_paper:
+                metrics_path = results_dir / entry["paper"] / "metrics.json"
+                by_paper[entry["paper"]] = read_json(metrics_path) if metrics_path.is_file() else None
+            metrics = by_paper[entry["paper"]]
             result = evaluate_claim(entry, metrics, profile)
-            result.audit = audit_claim(entry, metrics)
+            result.audit = audit_claim(entry, metrics) + roles.get(entry["id"], [])
             results.append(result)
+    notes = ledger_findings(every, by_paper)
+    for r in results:
+        r.audit += notes.get(r.id, [])
     apply_floors(results)
     apply_gates(results, guards)
+    apply_families(results)
     return results
 
 

@@ -11,7 +11,15 @@ It flags, for each claim against the metrics at hand:
 - a claim whose metric and ref are the same key;
 - a mean written without its per-unit values, which no interval can be built from;
 - a `paper` claim on a value computed from configuration alone (marked `from_config` in the
-  metrics): arithmetic on configured sizes is `accounting`, not a reproduced result.
+  metrics): arithmetic on configured sizes is `accounting`, not a reproduced result;
+- in a file with paper claims, a gate that guards none (no `guards:`, named in no claim's `floors:`),
+  and a floor that does not say `why:` it bears on its claims (`structural_findings`).
+Across claims, and only noted (the ledger lists them in claims.md; the audit does not refuse them),
+`ledger_findings`:
+- two paper claims decided on the same sample in the same direction: one finding counted twice;
+- a paper claim or floor that cannot fail here: its interval's near end lies more than CANNOT_FAIL
+  margins from the threshold on its side (the margin: a `within` tolerance, a `between` band's width,
+  a nonzero constant's size; else the interval's width).
 The swap test is run on the data's raw interval whatever n is, so it works on one-seed smoke metrics,
 except on a tie below MIN_UNITS units (metric equal to ref on every unit): there the swap only shows
 that two numbers met, which another CPU's rounding can undo, and the ledger decides nothing on so few
@@ -22,10 +30,12 @@ never the other way round.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
+
+import math
 
 from .claims_evidence import FAIL, MIN_UNITS, PASS, decide, gather, is_configured, lookup
-from .claims_spec import ClaimsError, is_knob_test, load_claims
+from .claims_spec import ClaimsError, is_knob_test, load_claims, region
 from .io import read_json
 from .samples import is_binary, is_gap, is_sample
 
@@ -95,15 +105,85 @@ def audit_claim(entry: Mapping, metrics: Mapping | None) -> list[str]:
     return findings
 
 
+CANNOT_FAIL = 10
+
+
+def structural_findings(entries: Sequence[Mapping]) -> dict[str, list[str]]:
+    """{claim id: findings} of one file's roles: gates that guard nothing, floors that do not say why."""
+    if not any(e["kind"] == "paper" for e in entries):
+        return {}   # a file of checks only (kernels): its gates are its findings
+    named = {f for e in entries for f in e.get("floors", [])}
+    found: dict[str, list[str]] = {}
+    for e in entries:
+        if e["kind"] == "gate" and not e.get("guards") and e["id"] not in named:
+            found.setdefault(e["id"], []).append(
+                "a gate that guards no claim: name it in the floors: of the claims it bears on, give it "
+                "guards: <unit>, or make it kind diagnostic")
+        if e["kind"] == "floor" and not e.get("why"):
+            found.setdefault(e["id"], []).append("a floor without why: (why it bears on the claims naming it)")
+    return found
+
+
+def _evidence(entry: Mapping, metrics: Mapping | None):
+    test = entry["test"]
+    if metrics is None or is_knob_test(test):
+        return None
+    try:
+        metric = lookup(metrics, entry["metric"])
+        ref = lookup(metrics, test["ref"]) if "ref" in test else None
+        ev = gather(entry["metric"], metric, test.get("ref"), ref, float(test.get("factor", 1.0)))
+    except (KeyError, ClaimsError, TypeError):
+        return None
+    return ev if ev is not None and ev.form is not None and (ev.n or 0) >= MIN_UNITS else None
+
+
+def _margin(test: Mapping, lo: float, hi: float) -> float:
+    if test["op"] == "within":
+        return float(test["value"])
+    if test["op"] == "between":
+        return float(test["value"][1]) - float(test["value"][0])
+    if "value" in test and float(test["value"]) != 0:
+        return abs(float(test["value"]))
+    return hi - lo
+
+
+def ledger_findings(entries: Sequence[Mapping], metrics: Mapping[str, Mapping | None]) -> dict[str, list[str]]:
+    """{claim id: notes}: duplicate paper claims and claims that cannot fail here (module docstring);
+    `metrics`: each paper's metrics."""
+    found: dict[str, list[str]] = {}
+    seen: dict[tuple, str] = {}
+    for e in entries:
+        if e["kind"] not in ("paper", "floor"):
+            continue
+        ev = _evidence(e, metrics.get(e["paper"]))
+        if ev is None:
+            continue
+        rlo, rhi = region(e["test"])[:2]
+        if e["kind"] == "paper":
+            key = (e["paper"], ev.unit, tuple(round(v, 12) for v in ev.units or ev.values or []),
+                   math.isfinite(rlo), math.isfinite(rhi))
+            if key in seen:
+                found.setdefault(e["id"], []).append(f"decided on the same sample, in the same direction, as {seen[key]}")
+            seen.setdefault(key, e["id"])
+        room = min(ev.lo - rlo, rhi - ev.hi)
+        margin = _margin(e["test"], ev.lo, ev.hi)
+        if margin > 0 and room > CANNOT_FAIL * margin:
+            found.setdefault(e["id"], []).append(
+                f"cannot fail here: its interval's near end is {room / margin:.0f} margins inside the test")
+    return found
+
+
 def audit_files(claim_files: list[Path], results_dir: Path) -> tuple[dict[str, list[str]], list[str]]:
     """({claim id: findings}, [ids whose metric or ref is missing, so only partly audited]) over
     every claims file, against `results_dir/<paper>/metrics.json`."""
     flagged, unseen = {}, []
     for path in sorted(claim_files):
-        for entry in load_claims(path):
+        entries = load_claims(path)
+        roles = structural_findings(entries)
+        for entry in entries:
             metrics_path = Path(results_dir) / entry["paper"] / "metrics.json"
             metrics = read_json(metrics_path) if metrics_path.is_file() else None
-            findings = audit_claim(entry, metrics)
+            findings = audit_claim(entry, metrics) + roles.get(entry["id"], [])
             if findings:
                 flagged[entry["id"]] = findings
             inner = entry["test"].get("holds_from", entry["test"])

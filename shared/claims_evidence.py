@@ -7,11 +7,15 @@ A metric is a plain number (deterministic: decided `exact`) or one of the forms 
   or cohorts it rests on), not on the units, whose spread leaves out the variance between groups;
 - a sample of **folds**: the corrected resampled t (Nadeau & Bengio, 2003), with the test/train size
   ratio from the sample or 1/(k − 1) for k folds;
-- a 0/1 sample alone, or a **count**: the exact Clopper–Pearson interval of the proportion.
+- a 0/1 sample alone, or a **count**: the exact Clopper–Pearson interval of the proportion; a count
+  whose trials rest on shared trained components (`groups`) is decided on the components: each one's
+  share of successes is a unit, under the t-interval.
 A comparison (`ref:`) is decided on the paired differences d = x − factor·r: by index, or by
 (group, unit within the group) when the samples are grouped. PASS when the whole interval satisfies the
 test, FAIL when the whole interval violates it, INCONCLUSIVE otherwise and with fewer than 3 units
-(groups).
+(groups), or when a t-interval's units do not vary (SD = 0: a point is not an interval; `degenerate`).
+Each evidence keeps the statistic its interval came from (`form`), for its one-sided p-values
+(`shared.claims_multiplicity`) and its power (`shared.claims_power`).
 """
 from __future__ import annotations
 
@@ -21,11 +25,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from .claims_multiplicity import FAMILYWISE, claim_p, holm
 from .claims_spec import ClaimsError, region
 from .intervals import LEVEL, corrected_t_interval, group_means, mean_interval, proportion_interval, slope
 from .samples import is_binary, is_count, is_knob, is_sample
 
-PASS, FAIL, INCONCLUSIVE, NOT_RUN = "PASS", "FAIL", "INCONCLUSIVE", "NOT RUN"
+PASS, FAIL, INCONCLUSIVE, UNTESTABLE, NOT_RUN = "PASS", "FAIL", "INCONCLUSIVE", "UNTESTABLE", "NOT RUN"
 MIN_UNITS = 3
 UNIT_PLURAL = {"seed": "seeds", "fold": "folds", "image": "images", "trial": "trials", "prior": "priors",
                "base": "bases", "cohort": "cohorts"}
@@ -44,6 +49,17 @@ class Evidence:
     method: str = ""                 # how the interval was made, for the note
     n_units: int | None = None       # the units under the groups
     knob: dict | None = field(default=None)
+    form: str | None = None          # the statistic of the interval: t | bootstrap | binomial (None: no interval)
+    units: list[float] | None = None  # the values the interval is of (the group means for a grouped sample)
+    sd: float | None = None          # their SD (ddof 1)
+    var_factor: float | None = None  # se² = sd²·var_factor: 1/n, or 1/n + n_test/n_train for folds
+    successes: int | None = None     # k of a binomial
+    p: tuple[float, float] | None = None  # (p_pass, p_fail) where not the form's own (a knob's points)
+
+
+def degenerate(ev: "Evidence") -> bool:
+    """A t-interval whose units all agree (SD = 0, n > 1): [m, m] would decide with certainty."""
+    return ev.form in ("t", "bootstrap") and ev.sd is not None and ev.sd <= 1e-12 * max(1.0, abs(ev.estimate))
 
 
 def plural(n: int, unit: str) -> str:
@@ -99,11 +115,21 @@ def decide(lo: float, hi: float, test: Mapping) -> str:
 
 
 def point_verdict(ev: "Evidence | None", test: Mapping) -> str:
-    """The verdict of one point test on its evidence: INCONCLUSIVE without evidence or with fewer than
-    MIN_UNITS units (groups), else by `decide`."""
-    if ev is None or (ev.n is not None and ev.n < MIN_UNITS):
+    """The verdict of one point test on its evidence: INCONCLUSIVE without evidence, with fewer than
+    MIN_UNITS units (groups) or with units that do not vary, else by `decide`."""
+    if ev is None or (ev.n is not None and ev.n < MIN_UNITS) or degenerate(ev):
         return INCONCLUSIVE
     return decide(ev.lo, ev.hi, test)
+
+
+def p_values(ev: "Evidence | None", test: Mapping) -> tuple[float, float] | None:
+    """(p_pass, p_fail) of a point test, or None where the evidence has no one-sided statistic (exact,
+    fewer than MIN_UNITS units, units that do not vary, non-finite values)."""
+    if ev is None or ev.form is None or (ev.n or 0) < MIN_UNITS or degenerate(ev):
+        return None
+    if ev.units is not None and not all(math.isfinite(v) for v in ev.units):
+        return None
+    return claim_p(ev, test)
 
 
 def _keys(groups: list) -> list[tuple]:
@@ -162,7 +188,8 @@ def interval(s: Mapping, alone: bool = True, level: float = LEVEL) -> Evidence:
         labels, means = group_means(values, s["groups"])
         ev.n, ev.unit = len(labels), s["group_unit"]
         if len(means) > 1:
-            ev.lo, ev.hi, _ = mean_interval(means, level)
+            ev.lo, ev.hi, how = mean_interval(means, level)
+            _keep(ev, means, how, 1.0 / len(means))
         ev.estimate = float(means.mean())
         ev.method = f"t on {plural(len(labels), s['group_unit'])}' means of {plural(len(arr), unit)}"
     elif len(arr) == 1:
@@ -170,14 +197,23 @@ def interval(s: Mapping, alone: bool = True, level: float = LEVEL) -> Evidence:
     elif alone and is_binary(s):
         ev.lo, ev.hi = proportion_interval(int(arr.sum()), len(arr), level)
         ev.method = "Clopper–Pearson"
+        ev.form, ev.successes, ev.units = "binomial", int(arr.sum()), values
     elif unit == "fold":
         ratio = float(s.get("test_train_ratio", 1.0 / (len(arr) - 1)))
         ev.lo, ev.hi = corrected_t_interval(arr, ratio, level)
         ev.method = f"corrected resampled t (Nadeau–Bengio), test/train {ratio:.3g}"
+        _keep(ev, arr, "t", 1.0 / len(arr) + ratio)
     else:
         ev.lo, ev.hi, how = mean_interval(arr, level)
         ev.method = how
+        _keep(ev, arr, how, 1.0 / len(arr))
     return ev
+
+
+def _keep(ev: Evidence, units: np.ndarray, how: str, var_factor: float) -> None:
+    """Record the t (or bootstrap) statistic the interval was made with."""
+    ev.form, ev.units, ev.var_factor = how, [float(v) for v in units], var_factor
+    ev.sd = float(np.std(units, ddof=1))
 
 
 def _numbers(obj: Any, key: str) -> Any:
@@ -203,9 +239,12 @@ def gather(metric_key: str, metric: Any, ref_key: str | None, ref: Any, factor: 
     if is_count(x) or is_count(r):
         if ref_key is not None:
             raise ClaimsError(f"{metric_key!r}: a count is tested alone, against a constant")
+        if "groups" in x:
+            return _clustered(x, level)
         lo, hi = proportion_interval(x["successes"], x["trials"], level)
         return Evidence("count", x["successes"] / x["trials"], lo, hi, x["trials"], x["unit"], None,
-                        f"Clopper–Pearson, {x['successes']} of {x['trials']}", x["trials"])
+                        f"Clopper–Pearson, {x['successes']} of {x['trials']}", x["trials"], form="binomial",
+                        successes=x["successes"])
     if ref_key is None:
         if isinstance(x, float):
             return Evidence("exact", x, x, x, None, None, [x])
@@ -222,6 +261,16 @@ def gather(metric_key: str, metric: Any, ref_key: str | None, ref: Any, factor: 
         diff = _pair(metric_key, x, ref_key, r, factor)
     ev = interval(diff, alone=False, level=level)
     ev.kind = "paired"
+    return ev
+
+
+def _clustered(x: Mapping, level: float) -> Evidence:
+    """A count whose trials share trained components: each component's share of successes is a unit."""
+    shares = [k / n for _, k, n in x["groups"]]
+    ev = interval({"values": shares, "unit": x["group_unit"]}, alone=False, level=level)
+    ev.kind, ev.n_units = "count", x["trials"]
+    ev.method = (f"t on {plural(len(shares), x['group_unit'])}' shares of {x['successes']} of "
+                 f"{x['trials']} {UNIT_PLURAL.get(x['unit'], x['unit'] + 's')}")
     return ev
 
 
@@ -253,13 +302,16 @@ def knob_evidence(entry: Mapping, metrics: Mapping, level: float = LEVEL) -> tup
         if ev.n < MIN_UNITS:
             return ev, INCONCLUSIVE
         return ev, decide(ev.lo, ev.hi, test)
-    verdicts, evs = [], []
-    for s, r in pairs:
-        ev = gather(entry["metric"], s, ref_key, r, factor, level)
-        evs.append(ev)
-        verdicts.append(point_verdict(ev, inner))
+    evs = [gather(entry["metric"], s, ref_key, r, factor, level) for s, r in pairs]
+    verdicts = [point_verdict(ev, inner) for ev in evs]
     start = float(test.get("from", points[0]))
     in_range = [j for j, p in enumerate(points) if p >= start]
+    # a point fails only when Holm over the points in range reaches it
+    ps = [p_values(evs[j], inner) or (1.0, 1.0) for j in in_range]
+    p_fail = holm([p[1] for p in ps]) if ps else []
+    for j, p in zip(in_range, p_fail):
+        if verdicts[j] == FAIL and p > FAMILYWISE:
+            verdicts[j] = INCONCLUSIVE
     holds = next((points[j] for j in range(len(points)) if all(v == PASS for v in verdicts[j:])), None)
     if any(verdicts[j] == FAIL for j in in_range):
         status = FAIL
@@ -268,13 +320,17 @@ def knob_evidence(entry: Mapping, metrics: Mapping, level: float = LEVEL) -> tup
     else:
         status = INCONCLUSIVE
     rlo, rhi = region(inner)[:2]
-    decisive = next((j for j in in_range if verdicts[j] != PASS), None)
+    decisive = next((j for j in in_range if verdicts[j] == FAIL), None)
+    if decisive is None:
+        decisive = next((j for j in in_range if verdicts[j] != PASS), None)
     if decisive is None and in_range:
         decisive = min(in_range, key=lambda j: min(evs[j].lo - rlo, rhi - evs[j].hi))
     ev = evs[decisive if decisive is not None else -1]
     out = Evidence("knob", ev.estimate, ev.lo, ev.hi, ev.n, ev.unit, ev.values, ev.method, ev.n_units,
                    _curve(name, points, evs, verdicts, holds))
     out.knob["decisive_point"] = points[decisive] if decisive is not None else None
+    if ps:   # PASS needs every point (the largest p_pass); FAIL one point, after Holm (the smallest)
+        out.p = (max(p[0] for p in ps), min(p_fail))
     out.knob["paired"] = ref is not None
     return out, status
 

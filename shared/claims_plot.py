@@ -17,7 +17,8 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 from .plotting import plt, save_figure
 
 KIND_ORDER = ("paper", "floor", "gate", "accounting", "diagnostic")
-STATUS_COLORS = {"PASS": "#2ca02c", "FAIL": "#d62728", "INCONCLUSIVE": "#ff7f0e", "NOT RUN": "#7f7f7f"}
+STATUS_COLORS = {"PASS": "#2ca02c", "FAIL": "#d62728", "INCONCLUSIVE": "#ff7f0e", "UNTESTABLE": "#9467bd",
+                 "NOT RUN": "#7f7f7f"}
 
 
 def _limits(row: Mapping) -> tuple[float, float]:

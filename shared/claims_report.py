@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .claims_evidence import FAIL, INCONCLUSIVE, MIN_UNITS, NOT_RUN, PASS, fmt, plural
+from .claims_evidence import FAIL, INCONCLUSIVE, MIN_UNITS, NOT_RUN, PASS, UNTESTABLE, fmt, plural
 from .claims_spec import KINDS
 from .intervals import LEVEL
 
-STATUSES = (PASS, FAIL, INCONCLUSIVE, NOT_RUN)
+STATUSES = (PASS, FAIL, INCONCLUSIVE, UNTESTABLE, NOT_RUN)
 KIND_LABELS = {"paper": "paper claims", "floor": "floors", "gate": "gates", "accounting": "accounting",
                "diagnostic": "diagnostics"}
 
@@ -40,7 +40,7 @@ def summary_line(results: Sequence) -> str:
         if kind in by_kind:
             c = by_kind[kind]
             total = sum(c.values())
-            extra = "".join(f", {c[s]} {s}" for s in (FAIL, INCONCLUSIVE, NOT_RUN) if c[s])
+            extra = "".join(f", {c[s]} {s}" for s in STATUSES[1:] if c[s])
             parts.append(f"{KIND_LABELS[kind]} {c[PASS]}/{total} PASS{extra}")
     if "diagnostic" in by_kind:
         parts.append(f"diagnostics {sum(by_kind['diagnostic'].values())} (not counted)")

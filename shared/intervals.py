@@ -28,15 +28,28 @@ def t_interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, fl
     return float(lo), float(hi)
 
 
+def _bootstrap(x: np.ndarray, level: float, n_resamples: int, seed: int):
+    return stats.bootstrap((x,), np.mean, confidence_level=level, n_resamples=n_resamples,
+                           method="percentile", rng=np.random.default_rng(seed))
+
+
 def bootstrap_interval(values: Sequence[float], level: float = LEVEL, n_resamples: int = N_RESAMPLES,
                        seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean, seeded so the ledger is deterministic."""
     x = np.asarray(values, dtype=float)
     if np.all(x == x[0]):
         return float(x[0]), float(x[0])
-    res = stats.bootstrap((x,), np.mean, confidence_level=level, n_resamples=n_resamples,
-                          method="percentile", rng=np.random.default_rng(seed))
+    res = _bootstrap(x, level, n_resamples, seed)
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def bootstrap_distribution(values: Sequence[float], n_resamples: int = N_RESAMPLES,
+                           seed: int = BOOTSTRAP_SEED) -> np.ndarray:
+    """The resampled means `bootstrap_interval` takes its percentiles of (same seed, same draws)."""
+    x = np.asarray(values, dtype=float)
+    if np.all(x == x[0]):
+        return np.full(n_resamples, float(x[0]))
+    return np.asarray(_bootstrap(x, LEVEL, n_resamples, seed).bootstrap_distribution, dtype=float)
 
 
 def mean_interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, float, str]:

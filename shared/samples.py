@@ -15,7 +15,8 @@ The other forms the ledger reads (`shared.claims`):
 - **folds** (unit `fold`, optional `test_train_ratio`): cross-validation folds share training data;
   the ledger widens their interval by the corrected resampled t (Nadeau & Bengio, 2003).
 - **binary** (`binary=True`): 0/1 outcomes, decided alone by the exact Clopper–Pearson interval.
-- **count** (`count(successes, trials)`): "k of n trials", decided by the same exact interval.
+- **count** (`count(successes, trials)`): "k of n trials", decided by the same exact interval; with
+  `per_group` (trials that share a trained component) on the components' shares of successes.
 - **gap** (`gap(a, b)`): the paired difference a − b; the audit checks a constant test on it for
   swap-invariance, as it does a `ref:` comparison.
 - **knob** (`knob(name, points, samples)`): one sample per point of a world knob, paired by unit
@@ -66,12 +67,21 @@ def sample(values: Iterable[float], unit: str, binary: bool = False, groups: Seq
     return out
 
 
-def count(successes: int, trials: int, unit: str = "trial") -> dict:
-    """"k of n trials" (e.g. runs that reach a target): decided by the exact Clopper–Pearson interval."""
+def count(successes: int, trials: int, unit: str = "trial", per_group: Mapping | None = None,
+          group_unit: str | None = None) -> dict:
+    """"k of n trials" (e.g. runs that reach a target): decided by the exact Clopper–Pearson interval.
+    `per_group` ({component: (k_i, n_i)}, named by `group_unit`): the trials rest on shared trained
+    components, and the ledger decides on each component's share of successes instead."""
     k, n = int(successes), int(trials)
     if n < 1 or not 0 <= k <= n:
         raise ValueError(f"a count needs 0 <= successes <= trials and trials >= 1, got {k} of {n}")
-    return {"successes": k, "trials": n, "unit": unit, "mean": k / n}
+    out = {"successes": k, "trials": n, "unit": unit, "mean": k / n}
+    if per_group is not None:
+        groups = [[g if isinstance(g, str) else int(g), int(kg), int(ng)] for g, (kg, ng) in per_group.items()]
+        if not group_unit or sum(g[1] for g in groups) != k or sum(g[2] for g in groups) != n:
+            raise ValueError(f"per_group must sum to {k} of {n} and name its group_unit (prior, base, cohort)")
+        out["groups"], out["group_unit"] = groups, group_unit
+    return out
 
 
 def gap(a: Mapping, b: Mapping) -> dict:

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from shared.claims import (FAIL, INCONCLUSIVE, NOT_RUN, PASS, ClaimsError, evaluate, evaluate_claim, load_claims,
-                           write_ledger)
+from shared.claims import (FAIL, INCONCLUSIVE, NOT_RUN, PASS, UNTESTABLE, ClaimsError, evaluate, evaluate_claim,
+                           load_claims, write_ledger)
 from shared.claims_audit import audit_claim
 from shared.intervals import bootstrap_interval, mean_interval, t_interval
 from shared.samples import sample
@@ -62,7 +62,8 @@ def test_one_unit_is_inconclusive_never_pass():
 def test_pairing_by_unit():
     rng = np.random.default_rng(0)
     b = rng.uniform(0.0, 10.0, size=6)
-    metrics = {"a": sample(b + 0.01, "seed"), "b": sample(b, "seed")}
+    jitter = np.array([0.001, -0.001, 0.0005, -0.0005, 0.0002, -0.0002])    # a constant gap would be SD = 0
+    metrics = {"a": sample(b + 0.01 + jitter, "seed"), "b": sample(b, "seed")}
     r = evaluate_claim(claim(metric="a", test={"op": ">", "ref": "b"}), metrics, "tiny")
     assert r.status == PASS and r.evidence == "paired" and r.n == 6
     assert r.note.startswith("Δ = +0.01 [") and r.note.endswith("n=6 seeds")
@@ -80,7 +81,8 @@ def test_factor_scales_the_ref():
 
 def test_within_is_an_equivalence_test():
     base = np.array([0.6, 0.7, 0.8, 0.65, 0.75])
-    metrics = {"a": sample(base + 0.005, "fold"), "b": sample(base, "fold"), "c": sample(base + 0.2, "fold"),
+    jitter = np.array([0.004, 0.006, 0.005, 0.003, 0.007])       # a constant gap would be SD = 0
+    metrics = {"a": sample(base + jitter, "fold"), "b": sample(base, "fold"), "c": sample(base + 0.2 + jitter, "fold"),
                "d": sample(base + np.array([0.1, -0.1, 0.08, -0.09, 0.02]), "fold")}
     assert evaluate_claim(claim(metric="a", test={"op": "within", "ref": "b", "value": 0.03}), metrics, "tiny").status == PASS
     assert evaluate_claim(claim(metric="c", test={"op": "within", "ref": "b", "value": 0.03}), metrics, "tiny").status == FAIL
@@ -151,7 +153,7 @@ def test_audit_flags_unfalsifiable_claims_and_passes_sound_ones():
     assert any("without per-unit" in f for f in audit_claim(claim(metric="cindex.summary"), METRICS))
 
 
-def test_a_pass_with_a_failing_floor_is_inconclusive(tmp_path):
+def test_a_pass_with_a_failing_floor_is_untestable(tmp_path):
     path = tmp_path / "p" / "claims.yaml"
     path.parent.mkdir()
     path.write_text(
@@ -159,8 +161,8 @@ def test_a_pass_with_a_failing_floor_is_inconclusive(tmp_path):
         "- {id: p.beats_floor, claim: y, metric: cindex.high, test: {op: '>', value: 0.9}, floor: true}\n")
     (tmp_path / "p" / "metrics.json").write_text(json.dumps(METRICS))
     results = evaluate([path], tmp_path, "tiny")
-    assert [r.status for r in results] == [INCONCLUSIVE, FAIL]
-    assert "floor" in results[0].note
+    assert [r.status for r in results] == [UNTESTABLE, FAIL]
+    assert results[0].note.startswith("passes alone, but its floor does not pass (p.beats_floor FAIL)")
     path.write_text("- {id: p.a, claim: x, metric: m, test: {op: '>', value: 0}, floors: [p.nope]}\n")
     with pytest.raises(ClaimsError, match="floors"):
         load_claims(path)

@@ -1,16 +1,17 @@
-"""Gates as preconditions (`guards:`): a claim over priors rests on every prior passing its gate
-(shared.claims.apply_gates)."""
+"""Gates as preconditions (`guards:`): a claim over priors rests on every prior passing its gate, and
+is UNTESTABLE, whichever way it points, when one does not (shared.claims.apply_gates)."""
 import json
 
 import pytest
 
-from shared.claims import FAIL, INCONCLUSIVE, PASS, ClaimsError, evaluate, load_claims
+from shared.claims import FAIL, PASS, UNTESTABLE, ClaimsError, evaluate, load_claims
 from shared.samples import sample
 
 # three priors, four images each: method a beats b on every prior; c loses to b on every prior
-A = sample([0.8, 0.82, 0.81, 0.83] * 3, "image", groups=[0] * 4 + [1] * 4 + [2] * 4, group_unit="prior")
-B = sample([0.6, 0.61, 0.62, 0.6] * 3, "image", groups=[0] * 4 + [1] * 4 + [2] * 4, group_unit="prior")
-C = sample([0.4, 0.41, 0.42, 0.4] * 3, "image", groups=[0] * 4 + [1] * 4 + [2] * 4, group_unit="prior")
+PRIORS = [0] * 4 + [1] * 4 + [2] * 4
+A = sample([0.8, 0.82, 0.81, 0.83, 0.79, 0.81, 0.8, 0.8, 0.82, 0.83, 0.84, 0.82], "image", groups=PRIORS, group_unit="prior")
+B = sample([0.6, 0.61, 0.62, 0.6] * 3, "image", groups=PRIORS, group_unit="prior")
+C = sample([0.4, 0.41, 0.42, 0.4, 0.38, 0.4, 0.41, 0.4, 0.43, 0.42, 0.42, 0.41], "image", groups=PRIORS, group_unit="prior")
 IMAGES = sample([0.8, 0.82, 0.81, 0.83, 0.79], "image")
 METRICS = {"a": A, "b": B, "c": C, "images": IMAGES, "freq": {"good": 0.5, "bad": 0.7}}
 
@@ -38,8 +39,9 @@ def test_claims_over_priors_need_every_prior_gate(tmp_path):
     bad = ledger(tmp_path, "bad")
     assert bad["p.gate_second"].status == FAIL
     # a PASS and a FAIL over priors both rest on the failing gate; the claim over images does not
-    assert [bad[k].status for k in ("p.a_beats_b", "p.c_beats_b", "p.over_images")] == [INCONCLUSIVE, INCONCLUSIVE, PASS]
+    assert [bad[k].status for k in ("p.a_beats_b", "p.c_beats_b", "p.over_images")] == [UNTESTABLE, UNTESTABLE, PASS]
     assert bad["p.a_beats_b"].note.startswith("passes alone, but its priors' gates do not all pass (p.gate_second FAIL)")
+    assert bad["p.a_beats_b"].alone == PASS and bad["p.a_beats_b"].lo > 0      # its own interval, shown beside
     assert bad["p.c_beats_b"].note.startswith("fails alone, but its priors' gates")
     assert bad["p.over_images"].gates == []
 
