@@ -17,10 +17,16 @@ import tempfile
 import time
 from pathlib import Path
 
+from shared import cpu_isa
+
 PROFILES = ["smoke", "tiny", "full"]
 PROFILE = config.get("profile", "tiny")
 if PROFILE not in PROFILES:
     raise ValueError(f"unknown profile {PROFILE!r}; valid profiles: {PROFILES}")
+# One instruction set for every CPU kernel at smoke and tiny (shared/cpu_isa.py): set here, in this
+# process's environment, so every job, notebook and the warm-start server inherit it; a full run is free.
+if PROFILE in cpu_isa.PINNED_PROFILES:
+    cpu_isa.pin()
 PAPERS_DIR = Path(config.get("papers_dir", "papers"))
 # The full profile's rehearsal (`--config profile=full rehearsal=1`): every full-profile rule and
 # notebook runs on the CPU, on stand-in assets in the real formats that rule rehearsal_assets writes

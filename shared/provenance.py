@@ -20,6 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from . import cpu_isa
 from .io import write_json
 
 PACKAGES = ("torch", "triton", "diffusers", "lightning", "numpy", "snakemake", "POT", "scikit-survival")
@@ -60,9 +61,11 @@ def package_versions() -> dict[str, str | None]:
 
 def device_info() -> dict[str, Any]:
     info: dict[str, Any] = {"host": platform.node(), "platform": platform.platform(), "python": platform.python_version()}
+    info["cpu_isa"] = cpu_isa.in_effect()
     torch = sys.modules.get("torch")
     if torch is not None:
         info["torch_threads"] = torch.get_num_threads()
+        info["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
         if torch.cuda.is_available():
             info["device"] = torch.cuda.get_device_name(0)
         else:

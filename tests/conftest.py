@@ -1,4 +1,5 @@
-"""Test-wide settings: one torch thread, the Triton interpreter where there is no GPU, offline hubs, no wandb.
+"""Test-wide settings: one torch thread, the Triton interpreter where there is no GPU, offline hubs, no wandb,
+the CPU kernels pinned to one instruction set (shared/cpu_isa.py).
 
 TRITON_INTERPRET must be set before any `@triton.jit` decorator runs, hence here, at import time (and
 without importing torch, so a device node stands for CUDA). On a CUDA machine the kernels compile
@@ -13,6 +14,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# one instruction set for every CPU kernel, as at smoke and tiny (a value already set wins)
+from shared import cpu_isa  # noqa: E402
+
+cpu_isa.pin()
 
 import subprocess  # noqa: E402
 import sys  # noqa: E402
