@@ -315,6 +315,16 @@ def write_ledger(results: list[ClaimResult], out_dir: Path, profile: str, plot: 
     return paths
 
 
+def _noted(claim_files: list[Path], results_dir: Path) -> dict[str, list[str]]:
+    """The audit's notes across claims (shared.claims_audit.ledger_findings) on the metrics at hand."""
+    entries = [e for path in sorted(claim_files) for e in load_claims(path)]
+    metrics = {}
+    for paper in dict.fromkeys(e["paper"] for e in entries):
+        path = results_dir / paper / "metrics.json"
+        metrics[paper] = read_json(path) if path.is_file() else None
+    return ledger_findings(entries, metrics)
+
+
 def main(argv: list[str] | None = None) -> None:
     if argv is None:
         argv = sys.argv[1:]
@@ -324,14 +334,24 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(compare_main(argv[1:]))
     parser = argparse.ArgumentParser(description="Evaluate the claims ledger for one profile "
                                      "(`--compare A B`: the claims whose verdict differs between two records).")
-    parser.add_argument("--profile", required=True)
-    parser.add_argument("--results", type=Path, required=True, help="results/<profile> folder")
+    parser.add_argument("--profile")
+    parser.add_argument("--results", type=Path, help="results/<profile> folder")
     parser.add_argument("--rule", default=None)
     parser.add_argument("--plot", action="store_true", help="also write the forest plot claims.png")
     parser.add_argument("--audit", action="store_true",
                         help="only list claims that could not fail; exit 1 if any is found")
+    parser.add_argument("--power", type=Path, metavar="PILOT_RESULTS",
+                        help="only print, per primary claim, the n for 80%% power at its paper_effect with the "
+                             "SD of this pilot run's results (smoke, or an earlier profile)")
     parser.add_argument("claims", nargs="*", type=Path, help="claims.yaml files")
     args = parser.parse_args(argv)
+    if args.power:
+        from .claims_power import plan
+
+        print("\n".join(plan(args.claims, args.power)))
+        return
+    if args.results is None or (args.profile is None and not args.audit):
+        parser.error("--results (and --profile, unless --audit) are required")
     if args.audit:
         findings, unseen = audit_files(args.claims, args.results)
         for cid, problems in findings.items():
@@ -339,6 +359,8 @@ def main(argv: list[str] | None = None) -> None:
         if unseen:
             print(f"not audited on data (metric missing in {args.results}): {', '.join(unseen)}")
         print(f"audit: {len(findings)} claim(s) flagged in {len(args.claims)} file(s)")
+        for cid, notes in _noted(args.claims, args.results).items():
+            print(f"noted (listed in claims.md, not refused) {cid}: {'; '.join(notes)}")
         sys.exit(1 if findings else 0)
     results = evaluate(args.claims, args.results, args.profile)
     from .provenance import write_sidecar

@@ -15,6 +15,7 @@ first step (α/m for m primaries of the paper).
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Mapping
 
 import numpy as np
@@ -87,3 +88,46 @@ def units_needed(ev, effect: float, test: Mapping, alpha: float = ALPHA, power: 
     else:
         return None
     return int(n[np.argmax(ok)]) if ok.any() else None
+
+
+def plan(claim_files, pilot: Path) -> list[str]:
+    """One line per primary claim: the n that gives POWER at its `paper_effect:`, with the SD of the
+    pilot run under `pilot` (a results folder: smoke, or an earlier record's run), at Holm's first step."""
+    from .claims_evidence import gather, knob_evidence, lookup, plural
+    from .claims_multiplicity import FAMILYWISE
+    from .claims_spec import is_knob_test, load_claims
+    from .io import read_json
+
+    lines = []
+    for path in sorted(claim_files):
+        primaries = [e for e in load_claims(path) if e.get("primary")]
+        for e in primaries:
+            test, alpha = e["test"], FAMILYWISE / len(primaries)
+            inner = test.get("holds_from", test)
+            metrics_path = Path(pilot) / e["paper"] / "metrics.json"
+            try:
+                metrics = read_json(metrics_path)
+                if is_knob_test(test):
+                    ev = knob_evidence(e, metrics)[0]
+                else:
+                    ref = lookup(metrics, inner["ref"]) if "ref" in inner else None
+                    ev = gather(e["metric"], lookup(metrics, e["metric"]), inner.get("ref"), ref,
+                                float(inner.get("factor", 1.0)))
+            except (OSError, KeyError):
+                lines.append(f"{e['id']}: no pilot value in {metrics_path}")
+                continue
+            if e.get("paper_effect") is None:
+                lines.append(f"{e['id']}: no paper_effect: in its claims.yaml")
+                continue
+            if ev is None or ev.form is None or (ev.form != "binomial" and not ev.sd):
+                lines.append(f"{e['id']}: the pilot gives no SD ({plural(ev.n or 1, ev.unit or 'unit') if ev else 'no sample'})")
+                continue
+            c, _ = threshold(float(e["paper_effect"]), inner)
+            effect = float(e["paper_effect"]) - c
+            n = units_needed(ev, effect, inner, alpha=alpha, centre=float(e["paper_effect"]))
+            spread = f"SD {ev.sd:.3g}" if ev.sd else f"p = {ev.estimate:.3g}"
+            need = f"n ≈ {plural(n, ev.unit)}" if n else f"no n up to {MAX_UNITS} (the effect is within the noise)"
+            lines.append(f"{e['id']}: paper effect {e['paper_effect']:g} is {abs(effect):.3g} from the threshold "
+                         f"{c:g}; pilot {spread} over {plural(ev.n, ev.unit)}; {POWER:.0%} power at α = {alpha:.3g} "
+                         f"(Holm's first step) needs {need}")
+    return lines or ["no primary claims (primary: true) in these files"]

@@ -12,6 +12,14 @@ One entry::
       floors: [mmp.trans_beats_mean_floor]      # optional: floor (or gate) claims this claim needs
       guards: prior                             # a gate only: every claim of the file over this unit needs it
       robust_over: {knob: pi_share, metric: sweeps.pi_share.mmp_trans, ref: sweeps.pi_share.abmil}
+      primary: true                             # a paper claim only; at most MAX_PRIMARY per paper
+      why: "the mechanism against the strongest reference without it"   # a primary's, or a floor's, reason
+      paper_effect: 0.04                        # the paper's value of the decided quantity, for --power
+
+**Primary claims.** A paper marks at most MAX_PRIMARY paper claims `primary: true`, each with a
+one-line `why:`, before the run that decides them; they are decided under Holm within the paper, the
+other paper claims under Benjamini–Hochberg across the ledger (`shared.claims_multiplicity`). A
+floor's `why:` says why it bears on the claims that name it (the audit refuses a floor without one).
 
 **Kinds.** `paper`: what the paper claims (the only kind the summaries count as reproduced or not).
 `floor`: the method beats a trivial or classical arm. `gate`: the set-up works (a prior follows its
@@ -44,6 +52,7 @@ KINDS = ("paper", "floor", "gate", "accounting", "diagnostic")
 TRENDS = ("increasing", "decreasing")
 REQUIRED = ("id", "claim", "metric", "test")
 GUARDED_UNITS = ("prior", "base", "cohort", "seed")   # the trained components a gate can guard (`guards:`)
+MAX_PRIMARY = 3
 
 
 class ClaimsError(ValueError):
@@ -111,10 +120,18 @@ def load_claims(path: str | Path) -> list[dict]:
                 raise ClaimsError(f"{path}: claim {cid!r}: robust_over needs knob and metric (and ref for a ref test)")
             if ("ref" in entry["test"]) != ("ref" in robust):
                 raise ClaimsError(f"{path}: claim {cid!r}: robust_over gives a ref exactly when the test does")
+        if entry.get("primary"):
+            if entry["kind"] != "paper" or not entry.get("why"):
+                raise ClaimsError(f"{path}: claim {cid!r}: primary is for a paper claim, with a one-line why:")
+        if entry.get("paper_effect") is not None and not isinstance(entry["paper_effect"], (int, float)):
+            raise ClaimsError(f"{path}: claim {cid!r}: paper_effect is a number (the paper's decided quantity)")
         entry.setdefault("paper", path.parent.name)
         entry.setdefault("profiles", ["tiny", "full"])
         entry.setdefault("paper_value", None)
         entry.setdefault("floors", [])
+    primaries = [e["id"] for e in entries if e.get("primary")]
+    if len(primaries) > MAX_PRIMARY:
+        raise ClaimsError(f"{path}: {len(primaries)} primary claims ({', '.join(primaries)}); at most {MAX_PRIMARY}")
     floor_ids = {e["id"] for e in entries if e["kind"] in ("floor", "gate")}
     for entry in entries:
         unknown = [f for f in entry["floors"] if f not in floor_ids]

@@ -174,3 +174,38 @@ def test_gap_keeps_groups_and_is_marked():
     a = sample([1.0, 2.0, 3.0], "seed", groups=[0, 1, 2], group_unit="base")
     g = gap(a, sample([0.5, 1.0, 1.0], "seed", groups=[0, 1, 2], group_unit="base"))
     assert g["gap"] and g["groups"] == [0, 1, 2] and g["values"] == [0.5, 1.0, 2.0]
+
+
+def test_holds_from_fails_a_noisy_point_only_where_holm_reaches_it():
+    steady = sample([0.1, -0.1, 0.05, -0.05, 0.0], "seed")
+    noisy = sample(-2.6 + np.array([0.6, -0.6, 0.5, -0.5, 0.0]), "seed")     # alone: p ≈ 0.04 below -2
+    m = knob("static_share", [0.0, 0.5, 1.0], [steady, steady, noisy])
+    alone = decided({"m": m}, "m", {"holds_from": {"op": ">=", "value": -2.0}, "from": 1.0})
+    assert alone.status == FAIL                                  # one point: Holm is the point's own test
+    r = decided({"m": m}, "m", {"holds_from": {"op": ">=", "value": -2.0}})
+    assert r.status == INCONCLUSIVE and r.knob["verdicts"] == [PASS, PASS, INCONCLUSIVE]
+    clear = sample(-4.0 + np.array([0.1, -0.1, 0.05, -0.05, 0.0]), "seed")
+    m = knob("static_share", [0.0, 0.5, 1.0], [steady, clear, noisy])
+    r = decided({"m": m}, "m", {"holds_from": {"op": ">=", "value": -2.0}})
+    assert r.status == FAIL and r.knob["decisive_point"] == 0.5 and r.hi < -2      # the failing point's interval
+
+
+def test_a_sample_that_does_not_vary_decides_nothing_unless_accounting():
+    same = {"m": sample([0.5, 0.5, 0.5], "seed")}
+    r = decided(same, "m", {"op": ">=", "value": 0.1})
+    assert r.status == INCONCLUSIVE and "do not vary (SD = 0)" in r.note and r.p is None
+    assert decided(same, "m", {"op": ">=", "value": 0.1}, kind="accounting").status == PASS
+    assert decided({"m": count(9, 9)}, "m", {"op": ">=", "value": 0.5}).status == PASS     # an exact count
+
+
+def test_a_count_over_shared_components_is_decided_on_the_components():
+    flat = decided({"m": count(8, 9)}, "m", {"op": ">=", "value": 0.5})
+    assert flat.status == PASS and flat.n == 9
+    split = count(8, 9, per_group={"b0": (3, 3), "b1": (2, 3), "b2": (3, 3)}, group_unit="base")
+    r = decided({"m": split}, "m", {"op": ">=", "value": 0.5})
+    assert r.n == 3 and r.unit == "base" and (r.lo, r.hi) == pytest.approx(t_interval([1.0, 2 / 3, 1.0]))
+    assert "t on 3 bases' shares of 8 of 9 trials" in r.note
+    every = count(9, 9, per_group={"b0": (3, 3), "b1": (3, 3), "b2": (3, 3)}, group_unit="base")
+    assert decided({"m": every}, "m", {"op": ">=", "value": 0.5}).status == INCONCLUSIVE    # 3 bases, SD = 0
+    with pytest.raises(ValueError, match="per_group"):
+        count(9, 9, per_group={"b0": (3, 3)}, group_unit="base")
