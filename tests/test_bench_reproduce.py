@@ -45,3 +45,30 @@ def test_warm_jobs_are_counted_from_their_own_accounting(tmp_path):
     text = bench.report(prof, {"cpu_s": 168.0, "per_paper": {"mmp": {"cpu_s": 32.0}}})
     assert "| **all** | 4 | **84** | | 0.50× |" in text and "| mmp | 1 | 16 | 19 | 0.50× |" in text
     assert text.splitlines()[-1].startswith("Workflow wall: 100 s")
+
+
+def test_the_run_records_its_instruction_sets_and_cpu_in_probe_units(tmp_path):
+    res = tmp_path / "tiny"
+    pinned = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "COMPATIBLE"}
+    for pid, name in ((11, "a"), (12, "b")):
+        path = res / f"mmp/metrics/{name}.json"
+        write_prov(path, "mmp_cindex_table", pid, 10.0, 9.0, False)
+        rec = json.loads(Path(f"{path}.provenance.json").read_text())
+        Path(f"{path}.provenance.json").write_text(json.dumps({**rec, "device": {"cpu_isa": pinned}}))
+    write_bench(res / "mmp/benchmarks/mmp_cindex_table.tsv", 20.0, 18.0)
+    prof = bench.profile(res, wall_s=30.0)
+    assert prof["cpu_isa"] == pinned
+    prof.update(probe_cpu_s=2.0, cpu_s_in_probes=9.0)
+    text = bench.report(prof, {"cpu_s_in_probes": 18.0})
+    assert ("Machine-speed probe: 2.00 CPU-s; the run's CPU is 9 probe units (0.50× the last record's); "
+            "instruction sets: ATEN_CPU_CAPABILITY=avx2, MKL_CBWR=COMPATIBLE, ONEDNN_MAX_CPU_ISA=AVX2.") in text
+    # a run whose jobs ran under two settings is refused: its numbers would mix two arithmetics
+    other = res / "mmp/metrics/c.json"
+    write_prov(other, "mmp_cindex_table", 13, 10.0, 9.0, False)
+    Path(f"{other}.provenance.json").write_text(json.dumps(
+        {**json.loads(Path(f"{other}.provenance.json").read_text()), "device": {"cpu_isa": {**pinned, "MKL_CBWR": "free"}}}))
+    import pytest
+
+    with pytest.raises(SystemExit, match="2 instruction-set settings"):
+        bench.profile(res)
+    assert bench.machine_probe_s(tmp_path / "none") > 0

@@ -15,11 +15,17 @@ Sources, per job:
   warm the provenance numbers replace the benchmark's.
 The start-up share is the CPU a cold job spends importing the stack (measured here, once, in a fresh
 interpreter) times the number of cold experiment jobs, over all CPU.
+
+Machines differ about 2x in speed, so the run also records the machine-speed probe (shared/machine_speed.py,
+in a fresh interpreter under the run's instruction-set setting) and its CPU-s in probe units (CPU-s over
+the probe's seconds): two runs on two machines compare in those units. The instruction-set setting the
+jobs ran under (shared/cpu_isa.py) is read from their provenance and recorded beside.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -85,6 +91,26 @@ def import_cpu_s() -> float:
     return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
+def machine_probe_s(results: Path) -> float:
+    """The machine-speed probe's CPU-s in a fresh one-thread interpreter, under the run's setting."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **run_cpu_isa(results)}
+    env = {k: v for k, v in env.items() if v != "free"}
+    code = "import torch; torch.set_num_threads(1); from shared.machine_speed import probe_cpu_s; print(probe_cpu_s())"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    return float(out.stdout.split()[-1])
+
+
+def run_cpu_isa(results: Path) -> dict:
+    """The instruction-set setting the run's experiment jobs recorded (shared/cpu_isa.py); {} if none did."""
+    seen = {json.dumps(rec["device"]["cpu_isa"], sort_keys=True)
+            for rec in (json.loads(p.read_text()) for p in results.rglob("*.provenance.json"))
+            if rec.get("process") and "cpu_isa" in rec.get("device", {})}
+    if len(seen) > 1:
+        raise SystemExit(f"the run's jobs ran under {len(seen)} instruction-set settings: {sorted(seen)}")
+    return json.loads(seen.pop()) if seen else {}
+
+
 def profile(results: Path, wall_s: float | None = None, startup_s: float | None = None) -> dict:
     jobs = jobs_of_run(results)
     per_rule: dict[str, dict] = defaultdict(lambda: {"jobs": 0, "cpu_s": 0.0, "wall_s": 0.0, "max_rss_mib": 0.0})
@@ -109,6 +135,7 @@ def profile(results: Path, wall_s: float | None = None, startup_s: float | None 
            "per_rule": {k: {kk: round(vv, 1) for kk, vv in v.items()} for k, v in sorted(per_rule.items())},
            "top_jobs": [{k: (round(v, 1) if isinstance(v, float) else v) for k, v in j.items()}
                         for j in sorted(jobs, key=lambda j: -j["cpu_s"])[:10]]}
+    out["cpu_isa"] = run_cpu_isa(results)
     if startup_s is not None:
         out["import_cpu_s"] = round(startup_s, 2)
         out["startup_cpu_s"] = round(startup_s * cold_experiment_jobs, 1)
@@ -139,6 +166,11 @@ def report(prof: dict, last: dict | None) -> str:
                      f"{prof['cold_experiment_jobs']} cold experiment jobs → {prof['startup_cpu_s']:.0f} CPU-s "
                      f"({100 * (prof['startup_share'] or 0):.1f} % of all CPU); {prof['warm_jobs']} warm jobs avoided "
                      f"≈ {prof['imports_avoided_cpu_s']:.0f} CPU-s.")
+    if prof.get("probe_cpu_s"):
+        then = last.get("cpu_s_in_probes")
+        lines.append(f"Machine-speed probe: {prof['probe_cpu_s']:.2f} CPU-s; the run's CPU is {prof['cpu_s_in_probes']:.0f} "
+                     f"probe units ({ratio(prof['cpu_s_in_probes'], then)} the last record's); instruction sets: "
+                     f"{', '.join(f'{k}={v}' for k, v in prof.get('cpu_isa', {}).items()) or 'not recorded'}.")
     if prof.get("wall_s"):
         lines.append(f"Workflow wall: {prof['wall_s']:.0f} s ({ratio(prof['wall_s'], last.get('wall_s'))} the last record's).")
     return "\n".join(lines)
@@ -151,8 +183,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--record", type=Path, default=None, help="the last record (JSON) to compare with")
     parser.add_argument("--save", action="store_true", help="write this run as the new record")
     parser.add_argument("--no-import-probe", action="store_true", help="skip measuring the import cost")
+    parser.add_argument("--no-machine-probe", action="store_true", help="skip the machine-speed probe")
     args = parser.parse_args(argv)
     prof = profile(args.results, args.wall, None if args.no_import_probe else import_cpu_s())
+    if not args.no_machine_probe:
+        prof["probe_cpu_s"] = round(machine_probe_s(args.results), 3)
+        prof["cpu_s_in_probes"] = round(prof["cpu_s"] / prof["probe_cpu_s"], 1)
     last = json.loads(args.record.read_text()) if args.record and args.record.is_file() else None
     print(report(prof, last))
     if args.save and args.record:
