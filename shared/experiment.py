@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from . import cpu_isa
 from .assets import MissingAssetError
 from .config import PROFILES, Config, ConfigError, config_hash, load_config
 from .io import write_json, write_text
@@ -183,6 +184,12 @@ def cli(paper: str, experiments: Mapping[str, Experiment], config_path: Path, ar
     parser.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")))
     parser.add_argument("--debug", action="store_true", help="show the traceback of a config, input or checkpoint error")
     args = parser.parse_args(argv)
+    if argv is None and args.profile in cpu_isa.PINNED_PROFILES and any(k not in os.environ for k in cpu_isa.PINNED):
+        # run by hand, not by the workflow: start again with the CPU kernels pinned as the workflow's jobs
+        # are (shared/cpu_isa.py); the switches are read once per process, so only a fresh one obeys them
+        env = dict(os.environ)
+        cpu_isa.pin(env)
+        os.execve(sys.executable, sys.orig_argv, env)
     out = args.out or Path("results") / args.profile / paper
     name = args.experiment[0]
     try:

@@ -70,3 +70,20 @@ def test_smoke_and_tiny_runs_and_the_suite_are_pinned(repo):
     assert text.index("cpu_isa.pin()") < text.index("WARM_ENV =")
     assert set(cpu_isa.PINNED_PROFILES) == {"smoke", "tiny"}
     assert all(os.environ.get(k) for k in cpu_isa.PINNED)
+
+
+def test_an_experiment_run_by_hand_at_tiny_or_smoke_runs_pinned(tmp_path):
+    """`python -m <paper> <experiment>` outside the workflow starts again pinned (its provenance says so); a
+    setting the user gave is kept."""
+    from conftest import FIXTURE_PAPERS
+
+    env = {k: v for k, v in os.environ.items() if k not in cpu_isa.PINNED}
+    for extra, want in (({}, cpu_isa.PINNED), ({"MKL_CBWR": "AUTO"}, {**cpu_isa.PINNED, "MKL_CBWR": "AUTO"})):
+        out = tmp_path / str(len(extra))
+        run = subprocess.run([sys.executable, "-m", "toy", "fit", "--profile", "smoke", "--out", str(out)],
+                             env={**env, **extra, "PYTHONPATH": str(FIXTURE_PAPERS)}, capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr[-2000:]
+        import json
+
+        sidecars = [json.loads(p.read_text()) for p in out.rglob("*.provenance.json")]
+        assert sidecars and all(s["device"]["cpu_isa"] == want for s in sidecars), sidecars[0]["device"]
