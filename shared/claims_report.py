@@ -1,4 +1,6 @@
-"""The ledger as a reader sees it: counts by kind (paper claims first) and each paper's table.
+"""The ledger as a reader sees it: each paper's primary claims first (verdict, estimate, interval, n,
+power), then the counts of the secondary paper claims per outcome, the line saying how many false
+decisions the rule expects, and each paper's table.
 
 Only `paper` claims say whether the paper reproduced; floors, gates and accounting are counted apart
 ("paper claims 6 PASS · 2 FAIL · 3 INCONCLUSIVE; floors 4/4; gates 14/14; accounting 3/3"), and
@@ -9,6 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from .claims_evidence import FAIL, INCONCLUSIVE, MIN_UNITS, NOT_RUN, PASS, UNTESTABLE, fmt, plural
+from .claims_multiplicity import FAMILYWISE, FDR, expected_false
 from .claims_spec import KINDS
 from .intervals import LEVEL
 
@@ -47,8 +50,49 @@ def summary_line(results: Sequence) -> str:
     return "; ".join(parts)
 
 
+def tested_line(results: Sequence) -> str:
+    """"m claims tested; under this rule at most k false decisions are expected" over the paper claims
+    decided as families (a p-value: stochastic, testable, enough units)."""
+    tested = [r for r in results if getattr(r, "family", None)]
+    papers = {r.paper for r in tested if r.family == "primary"}
+    decided = sum(r.family == "secondary" and r.status in (PASS, FAIL) for r in tested)
+    return (f"{len(tested)} claims tested; under this rule at most {expected_false(len(papers), decided):.1f} "
+            f"false decisions are expected (Holm at {FAMILYWISE:.0%} familywise over each paper's primaries, "
+            f"Benjamini–Hochberg at q = {FDR:.2f} over the {decided} secondary decisions)")
+
+
+def power_text(r) -> str:
+    """E.g. "detects ≥ 0.041 · needs ≈ 11 seeds"."""
+    parts = [f"detects ≥ {fmt(r.detectable)}"] if getattr(r, "detectable", None) is not None else []
+    if getattr(r, "needs", None) and r.status == INCONCLUSIVE:
+        parts.append(f"needs ≈ {plural(r.needs, r.unit)}")
+    return " · ".join(parts) or "–"
+
+
+def primary_table(results: Sequence) -> list[str]:
+    """Each paper's primary claims: verdict, estimate, interval, n, Holm-adjusted p, power."""
+    rows = [r for r in results if getattr(r, "primary", False)]
+    if not rows:
+        return ["No primary claims are marked yet (`primary: true`): every paper claim is secondary."]
+    lines = ["| paper | primary claim | verdict | estimate | 90% interval | n | p (Holm) | 80 % power |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: r.paper):
+        interval = f"[{fmt(r.lo)}, {fmt(r.hi)}]" if r.lo is not None else "–"
+        n = plural(r.n, r.unit) if r.n else "–"
+        lines.append(f"| {r.paper} | {r.id} | **{r.status}** | {fmt(r.reproduced)} | {interval} | {n} | "
+                     f"{fmt(r.p_adjusted)} | {power_text(r)} |")
+    return lines
+
+
 def _cell(text: str) -> str:
     return str(text).replace("|", "\\|")
+
+
+def _p_text(r) -> str:
+    if r.p is None:
+        return "–"
+    adjusted = {"primary": "Holm", "secondary": "q"}.get(r.family)
+    return f"{r.p:.3g}" + (f" ({adjusted} {r.p_adjusted:.3g})" if adjusted else "")
 
 
 def to_markdown(results: Sequence, profile: str) -> str:
@@ -59,8 +103,15 @@ def to_markdown(results: Sequence, profile: str) -> str:
     lines = [
         f"# Claims ledger: profile `{profile}`",
         "",
+        "## Primary claims",
+        "",
+        *primary_table(results),
+        "",
+        f"{tested_line(results)}.",
+        "",
         f"Paper claims, all papers: {', '.join(f'{total[s]} {s}' for s in STATUSES)}. Floors, gates and "
-        "accounting are checks of the set-up, counted apart; diagnostics are reported, never counted.",
+        "accounting are checks of the set-up, counted apart; diagnostics are reported, never counted. "
+        "UNTESTABLE: a floor or gate the claim rests on did not pass (its own interval is shown, not counted).",
         "",
         f"Each sample is decided by the {LEVEL:.0%} interval of its mean: t up to 30 units, a percentile "
         "bootstrap above; on the group means when the values rest on trained components (priors, bases, "
@@ -70,13 +121,15 @@ def to_markdown(results: Sequence, profile: str) -> str:
         "Plain numbers are deterministic and decided `exact`. Knob claims test a trend (the per-replicate "
         "slope) or where a point test holds along a world knob.",
         "",
-        "| paper | paper claims PASS | FAIL | INCONCLUSIVE | NOT RUN | floors | gates | accounting | diagnostics |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "Secondary paper claims per outcome (the primaries are above):",
+        "",
+        "| paper | secondary PASS | FAIL | INCONCLUSIVE | UNTESTABLE | NOT RUN | floors | gates | accounting | diagnostics |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for paper in papers:
         rows = [r for r in results if r.paper == paper]
         by_kind = kind_summary(rows)
-        c = by_kind.get("paper", dict.fromkeys(STATUSES, 0))
+        c = counts([r for r in rows if r.kind == "paper" and not getattr(r, "primary", False)])
         other = [f"{by_kind[k][PASS]}/{sum(by_kind[k].values())}" if k in by_kind else "–"
                  for k in ("floor", "gate", "accounting")]
         diag = str(sum(by_kind["diagnostic"].values())) if "diagnostic" in by_kind else "–"
@@ -86,8 +139,8 @@ def to_markdown(results: Sequence, profile: str) -> str:
     for paper in papers:
         rows = sorted((r for r in results if r.paper == paper), key=lambda r: order.get(r.kind, len(order)))
         lines += ["", f"## {paper}", "", f"{summary_line(rows)}.", "",
-                  "| id | kind | claim | paper value | estimate | 90% interval | n | test | status | robust | floors | audit | note |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| id | kind | claim | paper value | estimate | 90% interval | n | test | status | p (adjusted) | 80 % power | robust | floors | audit | note |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
             interval = "exact" if r.evidence == "exact" else (
                 f"[{fmt(r.lo)}, {fmt(r.hi)}]" if r.lo is not None else "–")
@@ -97,7 +150,8 @@ def to_markdown(results: Sequence, profile: str) -> str:
             audit = "; ".join(r.audit) or "ok"
             lines.append(
                 f"| {r.id} | {r.kind} | {_cell(r.claim)} | {fmt(r.paper_value)} | {fmt(r.reproduced)} | {interval} | {n} | "
-                f"`{r.metric}` {_cell(r.test)} | **{r.status}** | {r.robust or '–'} | {floors} | {_cell(audit)} | "
+                f"`{r.metric}` {_cell(r.test)} | **{r.status}**{' (primary)' if r.primary else ''} | {_p_text(r)} | "
+                f"{power_text(r)} | {r.robust or '–'} | {floors} | {_cell(audit)} | "
                 f"{r.note.replace('|', '/')} |"
             )
     return "\n".join(lines) + "\n"

@@ -21,7 +21,10 @@ def test_fixture_paper_counts_each_kind_apart(tmp_path, repo):
     md = paths[1].read_text()
     assert ("paper claims 1 PASS · 1 FAIL · 0 INCONCLUSIVE; floors 0/1 PASS, 1 INCONCLUSIVE; "
             "gates 0/1 PASS, 1 NOT RUN; diagnostics 1 (not counted).") in md
-    assert "| toy | 1 | 1 | 0 | 0 | 0 | 0/1 | 0/1 | – | 1 |" in md
+    assert "| toy | 0 | 1 | 0 | 0 | 0 | 0/1 | 0/1 | – | 1 |" in md      # secondaries: toy.slope is primary
+    primaries = md.split("## Primary claims")[1].split("Paper claims, all papers")[0]
+    assert "| toy | toy.slope | **PASS** |" in primaries
+    assert "2 claims tested; under this rule at most 0.2 false decisions are expected" in primaries
     assert "Paper claims, all papers: 1 PASS, 1 FAIL, 0 INCONCLUSIVE, 0 UNTESTABLE, 0 NOT RUN." in md
     summary = json.loads(paths[0].read_text())["summary"]["toy"]
     assert summary["paper"]["PASS"] == 1 and summary["diagnostic"]["NOT RUN"] == 1
