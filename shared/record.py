@@ -7,7 +7,9 @@ tests/test_record.py fails when a README table differs from the record.
     python -m shared.record RESULTS_PROFILE_DIR --out record/tiny [--table PAPER:NAME ...]
 
 Tables in a record (names):
-  verdicts        per paper: paper-claim verdict counts, the checks, which paper claims hold and which not
+  verdicts        each paper's primary claims (verdict, estimate, interval, n, Holm p, power); then per paper
+                  the secondary paper claims' counts per outcome, the checks, which hold and which not; and
+                  how many false decisions the rule expects
   run             profile, commit, machine, devices the experiments ran on, when the ledger was written
   <paper>.claims  the paper's claims from the ledger: estimate, 90% interval (a knob claim: the verdict at
                   each knob point), n, metric and test, verdict
@@ -27,14 +29,13 @@ import os
 import platform
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
-from .claims_report import summary_line
-from . import cpu_isa
+from .claims_report import STATUSES, primary_table, summary_line, tested_line
 from .io import write_json
 from .provenance import git_state
 
-STATUSES = ("PASS", "FAIL", "INCONCLUSIVE", "NOT RUN")
 CHECKS = (("floor", "floors"), ("gate", "gates"), ("accounting", "accounting"))
 
 
@@ -56,11 +57,21 @@ def _short(claim_id: str, paper: str) -> str:
     return claim_id[len(paper) + 1:] if claim_id.startswith(f"{paper}.") else claim_id
 
 
+ROW_KEYS = ("id", "paper", "kind", "status", "paper_value", "reproduced", "lo", "hi", "n", "unit", "test", "primary",
+            "family", "p", "p_adjusted", "detectable", "needs", "alone")
+
+
+def _row(c: dict) -> SimpleNamespace:
+    return SimpleNamespace(**{**{k: c.get(k) for k in ROW_KEYS}, "kind": c.get("kind") or "paper"})
+
+
 def verdicts_table(claims: list[dict]) -> str:
+    """The primary claims; the secondary paper claims' counts per outcome; the expected false decisions."""
+    ns = [_row(c) for c in claims]
     rows = []
     for paper in sorted({c["paper"] for c in claims}):
         mine = [c for c in claims if c["paper"] == paper]
-        paper_claims = [c for c in mine if c.get("kind", "paper") == "paper"]
+        paper_claims = [c for c in mine if c.get("kind", "paper") == "paper" and not c.get("primary")]
         counts = Counter(c["status"] for c in paper_claims)
         checks = []
         for kind, label in CHECKS:
@@ -70,8 +81,9 @@ def verdicts_table(claims: list[dict]) -> str:
         holds = ", ".join(_short(c["id"], paper) for c in paper_claims if c["status"] == "PASS")
         fails = ", ".join(_short(c["id"], paper) for c in paper_claims if c["status"] == "FAIL")
         rows.append([paper, *(counts[s] for s in STATUSES), "; ".join(checks) or "–", holds or "–", fails or "–"])
-    return markdown_table(["paper", "PASS", "FAIL", "INCONCLUSIVE", "NOT RUN", "checks passed", "holds",
-                           "does not hold"], rows)
+    secondary = markdown_table(["paper", "secondary PASS", "FAIL", "INCONCLUSIVE", "UNTESTABLE", "NOT RUN",
+                                "checks passed", "holds", "does not hold"], rows)
+    return "\n".join(primary_table(ns)) + "\n\n" + secondary + "\n\n" + tested_line(ns) + "."
 
 
 def claims_table(claims: list[dict], paper: str, kinds: tuple | None = None) -> str:
@@ -139,8 +151,7 @@ def machine() -> dict[str, Any]:
     mem = next((int(line.split()[1]) for line in _read("/proc/meminfo").splitlines()
                 if line.startswith("MemTotal:")), None)
     return {"platform": platform.platform(), "python": platform.python_version(), "cpu": cpu,
-            "cores": os.cpu_count(), "memory_gib": round(mem / 2**20, 1) if mem else None,
-            "cpu_isa": cpu_isa.in_effect()}
+            "cores": os.cpu_count(), "memory_gib": round(mem / 2**20, 1) if mem else None}
 
 
 def _read(path: str) -> str:
@@ -206,8 +217,7 @@ def build(results: str | Path, tables: list[tuple[str, str]] = ()) -> dict[str, 
         "papers": {p: {"summary": summary_line([_Row(c) for c in claims if c["paper"] == p]),
                        "headline_tables": [f"{p}.{n}" for q, n in tables if q == p] or [f"{p}.claims"]}
                    for p in papers},
-        "claims": [{k: c.get(k) for k in ("id", "paper", "kind", "status", "paper_value", "reproduced", "lo", "hi",
-                                          "n", "unit", "test")} for c in claims],
+        "claims": [{k: c.get(k) for k in ROW_KEYS} for c in claims],
         "tables": out_tables,
     }
 

@@ -44,9 +44,12 @@ def test_record_of_a_run(tmp_path):
                            "alpha.main", "alpha.cost"}
     assert "| a2 | paper |" in tables["alpha.paper_claims"] and "| floor |" not in tables["alpha.paper_claims"]
     assert "| floor |" in tables["alpha.claims"]
-    rows = {line.split(" | ")[0].strip("| "): line for line in tables["verdicts"].splitlines()[2:]}
-    assert rows["alpha"].startswith("| alpha | 1 | 1 | 0 | 0 | floors 1/1 | a1 | a2 |")
-    assert rows["beta"].startswith("| beta | 0 | 0 | 1 | 0 | – | – | – |")
+    verdicts = tables["verdicts"].split("\n\n")
+    assert verdicts[0].startswith("No primary claims are marked yet")
+    rows = {line.split(" | ")[0].strip("| "): line for line in verdicts[1].splitlines()[2:]}
+    assert rows["alpha"].startswith("| alpha | 1 | 1 | 0 | 0 | 0 | floors 1/1 | a1 | a2 |")
+    assert rows["beta"].startswith("| beta | 0 | 0 | 1 | 0 | 0 | – | – | – |")
+    assert verdicts[2].startswith("0 claims tested")          # rows of a ledger without p-values
     assert "| a2 | paper | 1 | [-2, -1] | 3 seeds | `> 0` | **FAIL** |" in tables["alpha.claims"]
     assert tables["alpha.main"].endswith("| ours | 1.0 [0.5, 1.5] |")
     assert record["papers"]["alpha"]["headline_tables"] == ["alpha.main"]
