@@ -1,20 +1,21 @@
-"""One instruction set for the CPU kernels of smoke and tiny runs and of the tests: the same commit gives
-the same numbers on an AVX-512 Xeon and on an AVX2 EPYC.
+"""One instruction set for the CPU kernels of smoke and tiny runs and of the tests: the same commit runs
+the same kernels on an AVX-512 Xeon and on an AVX2 EPYC.
 
 Three libraries under torch choose their kernels from the CPU they run on, and kernels for other
-instruction sets sum in other orders and round differently (a P2L batch against single solves moved by
-2.4e-4; an SSIM column by 0.08 after 500 DDIM steps). Each has its own switch, read once per process:
+instruction sets sum in other orders and round differently; training and the solvers' steps amplify the
+last bits into other weights and other images. Each has its own switch, read once per process:
 
 - `ATEN_CPU_CAPABILITY` (PyTorch's vectorised elementwise and reduction kernels, read on first dispatch);
 - `ONEDNN_MAX_CPU_ISA` (oneDNN, which runs torch's CPU convolutions);
 - `MKL_CBWR` (MKL's conditional numerical reproducibility, which runs torch's matmuls). Its `AVX2` branch
   is Intel's only: on another vendor's CPU MKL's documentation says it falls back to its automatic
-  branch, so the cross-vendor branch `COMPATIBLE` is the one pinned (matmuls 3-4x slower; the README
+  branch, so the cross-vendor branch `COMPATIBLE` is the one pinned (slower matmuls: benchmarks/cpu_isa.json
   gives the cost on one job).
 
 `PINNED` is set in the environment a process starts with: the Snakefile does so for its own process at
 smoke and tiny, so every job, notebook and warm-start server it runs inherits it, and tests/conftest.py
-does before torch is imported. A value already in the environment wins, so one run can ask for another
+does before torch is imported; an experiment run by hand at smoke or tiny starts again with it
+(`shared.experiment.cli`). A value already in the environment wins, so one run can ask for another
 (`ATEN_CPU_CAPABILITY=default make test`). A real full-profile run is left free: its GPUs decide its numbers.
 This module imports nothing heavy (the test suite reads it before torch).
 """
