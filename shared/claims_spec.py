@@ -37,7 +37,8 @@ another metric (`ref`, times an optional `factor`).
   point by point first;
 - `{holds_from: {op: ">=", value: -2}, from: 0.25}`: the point test (which may have a `ref`) at every
   knob point; PASS when it passes at every point from `from` (default: the first point) on, FAIL when
-  it fails at one of them; the note names the first knob value from which it holds, or "nowhere".
+  it fails at one of them after Holm across those points; the note names the first knob value from
+  which it holds, or "nowhere", and the failing point's interval.
 """
 from __future__ import annotations
 
