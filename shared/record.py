@@ -32,6 +32,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from . import cpu_isa
 from .claims_report import STATUSES, primary_table, summary_line, tested_line
 from .io import write_json
 from .provenance import git_state
@@ -151,7 +152,8 @@ def machine() -> dict[str, Any]:
     mem = next((int(line.split()[1]) for line in _read("/proc/meminfo").splitlines()
                 if line.startswith("MemTotal:")), None)
     return {"platform": platform.platform(), "python": platform.python_version(), "cpu": cpu,
-            "cores": os.cpu_count(), "memory_gib": round(mem / 2**20, 1) if mem else None}
+            "cores": os.cpu_count(), "memory_gib": round(mem / 2**20, 1) if mem else None,
+            "cpu_isa": cpu_isa.in_effect()}
 
 
 def _read(path: str) -> str:
