@@ -9,10 +9,13 @@ reports, it does not judge (two machines may differ where the README says they m
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from pathlib import Path
 from typing import Mapping
 
 from .io import read_json
+
+LIST_AT_MOST = 10   # claims found in one record only, listed by id up to this many
 
 
 def load_verdicts(path: Path) -> dict[str, dict]:
@@ -48,7 +51,10 @@ def report(a: Mapping[str, Mapping], b: Mapping[str, Mapping], name_a: str = "A"
     lines = [f"{len(moved)} of {len(set(a) & set(b))} claims in both change verdict ({name_a} → {name_b})"]
     lines += [f"  {cid}: {ra['status']} → {rb['status']}   {_shown(ra)} → {_shown(rb)}" for cid, ra, rb in moved]
     for only, name in ((sorted(set(a) - set(b)), name_a), (sorted(set(b) - set(a)), name_b)):
-        if only:
+        if len(only) > LIST_AT_MOST:   # a record of other papers: counted per paper, not listed
+            per_paper = Counter(cid.split(".")[0] for cid in only)
+            lines.append(f"{len(only)} only in {name}: " + ", ".join(f"{p} {k}" for p, k in sorted(per_paper.items())))
+        elif only:
             lines.append(f"{len(only)} only in {name}: {', '.join(only)}")
     return "\n".join(lines)
 
