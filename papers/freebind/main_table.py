@@ -1,6 +1,8 @@
 """Paper Tables 3-4 analogue: every cell a per-seed sample (shared.samples), the references a bond must
-beat (late fusion and the experts' average, no training; papers/freebind/fusion.py) and the paired
-(seed-wise) gaps the claims decide on."""
+beat (late fusion and the experts' average, no training, papers/freebind/fusion.py; the bond trained on
+shuffled pseudo tuples), each bond and late fusion again at the λ best on validation events
+(lambda_selection.py, with the λ chosen and the evaluations spent), and the paired (seed-wise) gaps the
+claims decide on."""
 from __future__ import annotations
 
 import pandas as pd
@@ -17,8 +19,8 @@ ROW_LABELS = {
     "VT": "VT (image-text expert, 'InternVL-C')",
     "c_E1_single_ATE": "U + c(E1), single projector, AT-E",
     "c_E1_mop_ATE": "U + c(E1), MoP, AT-E",
-    "c_E1_shuffled_ATE": "U + c(E1) trained on shuffled pairs, AT-E",
-    "c_E1_shuffled_versatile": "U + c(E1) trained on shuffled pairs, Versatile",
+    "parallel_shuffled_ATE": "U + c(E1, E2) trained on shuffled pairs, AT-E",
+    "parallel_shuffled_versatile": "U + c(E1, E2) trained on shuffled pairs, Versatile",
     "parallel_ATE": "U + c(E1, E2) parallel, AT-E",
     "parallel_versatile": "U + c(E1, E2) parallel, Versatile",
     "d_VT_dense": "U + d(VT), dense terms",
@@ -30,7 +32,13 @@ ROW_LABELS = {
     "late_fusion_E1_ATE": "reference: late fusion U + E1, AT-E weights, no training",
     "experts_avg": "reference: the experts' average E1 + E2 (no U), no training",
     "late_fusion_VT": "reference: late fusion U + VT, displacement weights, no training",
+    "parallel_val": "U + c(E1, E2) parallel, λa, λt best on validation (per column)",
+    "late_fusion_val": "reference: late fusion U + E1 + E2, λa, λt best on validation (per column)",
+    "d_VT_val": "U + d(VT), λv, λt best on validation (per column)",
+    "late_fusion_VT_val": "reference: late fusion U + VT, λv, λt best on validation (per column)",
 }
+# the arms tuned on validation, and the λ each chooses
+TUNED = {"parallel_val": "(λa, λt)", "late_fusion_val": "(λa, λt)", "d_VT_val": "(λv, λt)", "late_fusion_VT_val": "(λv, λt)"}
 # the paper's headline tasks (one column per task: R@1 for retrieval, accuracy for classification)
 TASKS = ("at_r1", "av_r1", "vt_r1", "audio_acc", "image_acc")
 
@@ -77,19 +85,25 @@ def main_table(run) -> dict:
         "parallel_vs_experts_avg_audio_acc": gap("parallel_ATE", "audio_acc", "experts_avg"),
         "parallel_vs_experts_avg_at_r1": gap("parallel_ATE", "at_r1", "experts_avg"),
         "c_mop_vs_late_fusion_E1_audio_acc": gap("c_E1_mop_ATE", "audio_acc", "late_fusion_E1_ATE"),
-        "versatile_vs_late_fusion_at_r1": gap("parallel_versatile", "at_r1", "late_fusion_versatile"),
+        # every task, the bond against late fusion at the bond's own λ (Versatile) and at the λ best on
+        # validation for each (the same grid, so the same number of validation evaluations)
+        **{f"versatile_vs_late_fusion_{c}": gap("parallel_versatile", c, "late_fusion_versatile") for c in TASKS},
+        **{f"tuned_vs_late_fusion_tuned_{c}": gap("parallel_val", c, "late_fusion_val") for c in TASKS},
         # shuffled pairs keep the expert's own alignment inside its space; across spaces they are the floor
-        "shuffled_vs_U_audio_acc": gap("c_E1_shuffled_ATE", "audio_acc", "U"),
-        "shuffled_vs_U_at_r1": gap("c_E1_shuffled_ATE", "at_r1", "U"),
-        "shuffled_vs_U_av_r1": gap("c_E1_shuffled_ATE", "av_r1", "U"),
-        "versatile_vs_shuffled_av_r1": gap("parallel_versatile", "av_r1", "c_E1_shuffled_versatile"),
+        "shuffled_vs_U_audio_acc": gap("parallel_shuffled_ATE", "audio_acc", "U"),
+        "shuffled_vs_U_at_r1": gap("parallel_shuffled_ATE", "at_r1", "U"),
+        "shuffled_vs_U_av_r1": gap("parallel_shuffled_versatile", "av_r1", "U"),
+        "versatile_vs_shuffled_av_r1": gap("parallel_versatile", "av_r1", "parallel_shuffled_versatile"),
         # the "free lunch": Versatile against U (ImageBind) on every task
         **{f"versatile_vs_U_{c}": gap("parallel_versatile", c, "U") for c in TASKS},
         "disp_dense_vs_U_vt_r5": gap("d_VT_dense", "vt_r5", "U"),
         "disp_dense_vs_U_image_acc": gap("d_VT_dense", "image_acc", "U"),
         "disp_dense_vs_VT_vt_r5": gap("d_VT_dense", "vt_r5", "VT"),
         "disp_dense_vs_VT_image_acc": gap("d_VT_dense", "image_acc", "VT"),
-        "disp_dense_vs_late_fusion_VT_vt_r5": gap("d_VT_dense", "vt_r5", "late_fusion_VT"),
+        **{f"disp_dense_vs_late_fusion_VT_{c}": gap("d_VT_dense", c, "late_fusion_VT")
+           for c in ("vt_r5", "image_acc", "audio_acc")},
+        **{f"disp_tuned_vs_late_fusion_VT_tuned_{c}": gap("d_VT_val", c, "late_fusion_VT_val")
+           for c in ("vt_r5", "image_acc", "audio_acc")},
         "disp_dense_vs_U_audio_acc": gap("d_VT_dense", "audio_acc", "U"),
         "disp_nodense_vs_dense_audio_acc": gap("d_VT_nodense", "audio_acc", "d_VT_dense"),
         "sequential_vs_parallel_vt_r5": gap("sequential_ATE", "vt_r5", "parallel_ATE"),
@@ -99,4 +113,22 @@ def main_table(run) -> dict:
                           "std (ddof 1)": None if v is None else v["std"], **interval_cols(v),
                           "n (seeds)": None if v is None else v["n"]} for k, v in gaps.items()])
     run.save_table(pd_g, "main_table_gaps", floatfmt=".2f")
-    return {"seeds": [s["seed"] for s in seeds], "table": table, "best_expert": best_expert, "gaps": gaps}
+    return {"seeds": [s["seed"] for s in seeds], "table": table, "best_expert": best_expert, "gaps": gaps,
+            "lambda_selection": lambda_selection(run, seeds)}
+
+
+def lambda_selection(run, seeds: list[dict]) -> dict:
+    """The λ each tuned arm chose per column on validation, per seed, and the evaluations it spent."""
+    tuned = [s["tuning"] for s in seeds if "tuning" in s]
+    if not tuned:
+        return {}
+    out = {arm: {"evaluations": [t[arm]["evaluations"] for t in tuned],
+                 "chosen": {c: [t[arm]["chosen"].get(c) for t in tuned] for c in TASKS}}
+           for arm in TUNED if arm in tuned[0]}
+    df = pd.DataFrame([{"arm (λ best on validation)": ROW_LABELS[arm], "λ": TUNED[arm],
+                        "validation evaluations per seed": ", ".join(sorted({str(e) for e in v["evaluations"]})),
+                        **{c: "; ".join("(" + ", ".join(f"{x:g}" for x in lam) + ")" if lam else "–"
+                                        for lam in v["chosen"][c]) for c in TASKS}}
+                       for arm, v in out.items()])
+    run.save_table(df, "lambda_selection")
+    return out

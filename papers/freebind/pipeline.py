@@ -18,6 +18,7 @@ from .bonds import (MOP_POOLS, BondTrainConfig, bond_datasets, combination_bond,
                     mop_from_bank, project_experts, shuffle_targets, train_bond)
 from .evaluation import evaluate
 from .fusion import late_fusion
+from .lambda_selection import grid, select_on_validation
 from .projector import ProjectorBank, l2norm, n_params
 from .spaces import build_spaces
 from .world import MODALITIES, N_CLASSES, World, WorldSpec
@@ -69,6 +70,7 @@ class SeedRun:
         self.test = embed_all(self.spaces, self.test_raw)
         self.n_test = len(ev)
         self.banks: dict[str, ProjectorBank] = {}
+        self._val: tuple | None = None
         self._tuple_memos: list[tuple[dict, dict]] = []   # (pools, its pseudo-tuple memo): bonds over the same pools share it
 
     def made_by(self, **bond) -> dict:
@@ -115,6 +117,28 @@ class SeedRun:
     def row(self, emb) -> dict:
         return evaluate(emb, self.caption_item, self.test_events.cls, N_CLASSES)
 
+    def validation(self) -> dict[str, dict[str, torch.Tensor]]:
+        """The validation events' embeddings (`tuning.n_val` events, captions as the test's), drawn from
+        their own generator, so the test events are those of a run without them."""
+        if self._val is None:
+            rng = np.random.default_rng(self.seed + 3000)
+            ev = self.world.sample_events(self.cfg.tuning.n_val, rng)
+            raw = {m: self.world.render(ev, m, rng) for m in ("audio", "image")}
+            captions = self.world.render(ev.repeat(self.cfg.eval.captions), "text", rng)
+            raw["text"] = torch.cat([captions, World.class_prompts()])
+            self._val = (embed_all(self.spaces, raw), np.repeat(np.arange(len(ev)), self.cfg.eval.captions), ev)
+        return self._val[0]
+
+    def val_row(self, emb) -> dict:
+        self.validation()
+        return evaluate(emb, self._val[1], self._val[2].cls, N_CLASSES)
+
+    def tuned(self, arm, points) -> dict:
+        """`arm(embeddings of every space, λ) -> embeddings`, each column at its λ chosen on validation."""
+        val = self.validation()
+        return select_on_validation(lambda lam: self.val_row(arm(val, lam)), lambda lam: self.row(arm(self.test, lam)),
+                                    points)
+
 
 def run_seed(cfg, seed: int, ckpt: Path) -> dict:
     """Train and evaluate every row of the main table and the λ curves for one seed."""
@@ -125,8 +149,9 @@ def run_seed(cfg, seed: int, ckpt: Path) -> dict:
     lam_v, lam_tv = inf.displacement.lam_v, inf.displacement.lam_t
     c1 = r.bank("c_E1", r.pools, "U", "E1", "U", dense=True)
     c2 = r.bank("c_E2", r.pools, "U", "E2", "U", dense=True)
-    # the shuffled-pairs floor: c(E1) trained on pseudo tuples whose targets are permuted
+    # the shuffled-pairs floor: both experts' bonds trained on pseudo tuples whose targets are permuted
     c1_shuffled = r.bank("c_E1_shuffled", r.pools, "U", "E1", "U", dense=True, shuffled=True)
+    c2_shuffled = r.bank("c_E2_shuffled", r.pools, "U", "E2", "U", dense=True, shuffled=True)
     # the main displacement bond (also the hub of the sequential bond); `bonds.dense` is the [recon] switch
     d_dense = r.bank("d_VT_dense" if cfg.bonds.dense else "d_VT_main_nodense", r.pools, "U", "U", "VT",
                      dense=cfg.bonds.dense)
@@ -135,6 +160,7 @@ def run_seed(cfg, seed: int, ckpt: Path) -> dict:
     P_d, P_d0 = mop_from_bank(d_dense), mop_from_bank(d_plain)
     T, U = r.test, r.test["U"]
     E1, E2 = (T["E1"], mop1), (T["E2"], mop2)
+    shuffled = [(T["E1"], mop_from_bank(c1_shuffled)), (T["E2"], mop_from_bank(c2_shuffled))]
     # sequential: the displaced space D = U + d(VT) is the hub; the CLAP projectors map into it
     D_pools = {**r.pools, "D": displacement_bond(r.pools["U"], r.pools["VT"], P_d, lam_v, lam_tv)}
     s1 = mop_from_bank(r.bank("seq_E1", D_pools, "D", "E1", "D", dense=True))
@@ -147,28 +173,41 @@ def run_seed(cfg, seed: int, ckpt: Path) -> dict:
         "E1": r.row(T["E1"]), "E2": r.row(T["E2"]), "VT": r.row(T["VT"]),
         "c_E1_single_ATE": r.row(combination_bond(U, [(T["E1"], single1)], *at_e)),
         "c_E1_mop_ATE": r.row(combination_bond(U, [E1], *at_e)),
-        "c_E1_shuffled_ATE": r.row(combination_bond(U, [(T["E1"], mop_from_bank(c1_shuffled))], *at_e)),
+        "parallel_shuffled_ATE": r.row(combination_bond(U, shuffled, *at_e, mean)),
         "parallel_ATE": r.row(combination_bond(U, [E1, E2], *at_e, mean)),
         "parallel_versatile": r.row(combination_bond(U, [E1, E2], *ver, mean)),
         "d_VT_dense": r.row(D),
         "d_VT_nodense": r.row(D_nodense),
         "sequential_ATE": r.row(combination_bond(D, seq_pairs, *at_e, mean)),
         "sequential_versatile": r.row(combination_bond(D, seq_pairs, *ver, mean)),
-        # references with no training (papers/freebind/fusion.py): what a bond must beat inside the
-        # experts' spaces; the shuffled floor at Versatile, for the cross-space (audio-image) task
+        # references with no training (papers/freebind/fusion.py) at the bond's own λ; the shuffled
+        # two-expert bond at Versatile, for the cross-space (audio-image) task
         "late_fusion_ATE": r.row(late_fusion(U, [T["E1"], T["E2"]], *at_e)),
         "late_fusion_versatile": r.row(late_fusion(U, [T["E1"], T["E2"]], *ver)),
         "late_fusion_E1_ATE": r.row(late_fusion(U, [T["E1"]], *at_e)),
         "experts_avg": r.row(late_fusion({}, [T["E1"], T["E2"]], 1.0, 1.0)),
         "late_fusion_VT": r.row(late_fusion(U, [T["VT"]], 0.0, lam_tv, lam_v)),
-        "c_E1_shuffled_versatile": r.row(combination_bond(U, [(T["E1"], mop_from_bank(c1_shuffled))], *ver)),
+        "parallel_shuffled_versatile": r.row(combination_bond(U, shuffled, *ver, mean)),
     }
+    # each arm again at the λ best on validation events, per column, over one grid per bond kind: the bond
+    # and its late fusion get the same grid, so the same number of validation evaluations
+    tn = cfg.tuning
+    comb_grid, disp_grid = grid(tn.lam_a, tn.lam_t), grid(tn.lam_v, tn.lam_t)
+    tuning = {
+        "parallel_val": r.tuned(lambda S, lam: combination_bond(
+            S["U"], [(S["E1"], mop1), (S["E2"], mop2)], *lam, mean), comb_grid),
+        "late_fusion_val": r.tuned(lambda S, lam: late_fusion(S["U"], [S["E1"], S["E2"]], *lam), comb_grid),
+        "d_VT_val": r.tuned(lambda S, lam: displacement_bond(S["U"], S["VT"], P_d, *lam), disp_grid),
+        "late_fusion_VT_val": r.tuned(lambda S, lam: late_fusion(S["U"], [S["VT"]], 0.0, lam[1], lam[0]), disp_grid),
+    }
+    rows.update({name: t["row"] for name, t in tuning.items()})
     sweep = cfg.sweep
     lam_t_curve = [{"lam": lt, **r.row(combination_bond(U, [E1, E2], sweep.fixed_lam_a, lt, mean))} for lt in sweep.lam_t]
     lam_a_curve = [{"lam": la, **r.row(combination_bond(U, [E1, E2], la, sweep.fixed_lam_t, mean))} for la in sweep.lam_a]
     if cfg.eval.save_explore:
         save_explore(r, [E1, E2], mean, ckpt / "explore.npz")
     return {"seed": seed, "visibility": float(cfg.world.envelope_visibility), "rows": rows,
+            "tuning": {name: {k: t[k] for k in ("chosen", "evaluations")} for name, t in tuning.items()},
             "lam_t_curve": lam_t_curve, "lam_a_curve": lam_a_curve, "params": r.params, "timing": r.timing}
 
 

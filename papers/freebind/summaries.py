@@ -6,7 +6,7 @@ import numpy as np
 
 from shared.io import read_json
 
-N_SEED_JOBS = 5
+N_SEED_JOBS = 8   # the most bonds_s<i> jobs a profile's `seeds` can fill (rules.smk reads it)
 
 
 def seed_results(run) -> list[dict]:

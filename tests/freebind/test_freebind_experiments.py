@@ -27,9 +27,9 @@ def _seed_result(seed: int, lam_t, lam_a) -> dict:
 
     rows = {row: {c: (value(i, j) if c in SUPPORTED.get(row, COLUMNS) else None) for j, c in enumerate(COLUMNS)}
             for i, row in enumerate(ROW_LABELS)}
-    # AT R@1 rises with λt on every seed; VT R@1 is flat from λt = 0 to .25, as equal hit counts
+    # AT R@1 rises with λt on every seed, by a seed-dependent amount; VT R@1 is flat from λt = 0 to .25, as equal hit counts
     # computed in another order (1e-15 apart), then falls
-    lam_t_curve = [{"lam": lt, **{c: 0.0 for c in COLUMNS}, "at_r1": 2.0 + 4 * lt + seed, "at_r5": 10 + 10 * lt,
+    lam_t_curve = [{"lam": lt, **{c: 0.0 for c in COLUMNS}, "at_r1": 2.0 + (4 + 0.5 * seed) * lt + seed, "at_r5": 10 + 10 * lt,
                     "vt_r1": (9.0 + seed + (1e-15 if k == 1 else 0.0)) if lt <= 0.25 else 9.0 + seed - 4 * lt,
                     "vt_r5": 30 - 10 * lt} for k, lt in enumerate(lam_t)]
     lam_a_curve = [{"lam": la, **{c: 0.0 for c in COLUMNS}, "audio_acc": 50 + 30 * la + seed} for la in lam_a]
@@ -81,12 +81,12 @@ def test_lambda_tradeoff_points_are_seed_samples(three_seeds):
     m = lambda_tradeoff(Run("freebind", "lambda_tradeoff", cfg, out))
     at = m["lam_t_curve"]["at_r1"]
     assert list(at) == [point_key(x) for x in cfg.sweep.lam_t] and point_key(0.25) == "lam25"
-    assert at["lam100"]["values"] == [6.0, 7.0, 8.0]
+    assert at["lam100"]["values"] == [6.0, 7.5, 9.0]
     mono = m["monotone"]
     assert mono["at_r1_frac_steps_up"]["values"] == [1.0, 1.0, 1.0]
     # the 1e-15 step between equal hit counts is a tie after rounding, so every VT step is monotone
     assert mono["vt_r1_frac_steps_down"]["values"] == [1.0, 1.0, 1.0]
-    assert mono["at_r1_rise"]["values"] == pytest.approx([4.0] * 3)
+    assert mono["at_r1_rise"]["values"] == pytest.approx([4.0, 4.5, 5.0])
     assert "[" in (out / "tables" / "lambda_t_sweep.md").read_text()
 
 
@@ -111,7 +111,7 @@ def test_claims_resolve_to_paired_seed_evidence(three_seeds):
             assert lookup(metrics, entry["test"]["ref"])["n"] == 3
     rise = evaluate_claim(next(e for e in load_claims(PAPER / "claims.yaml") if e["id"] == "freebind.lambda_t_at_rises"),
                           metrics, "tiny")
-    assert rise.status == "PASS" and rise.reproduced == pytest.approx(4.0)
+    assert rise.status == "PASS" and rise.reproduced == pytest.approx(4.5)   # 4, 4.5, 5 (SD = 0 decides nothing)
 
 
 def _fragile_rows(seed: int, vis: float, rel: float = 0.0) -> dict:
@@ -153,11 +153,9 @@ def test_fragile_pairs_points_by_seed_and_reuses_the_main_seeds(three_seeds):
     assert [s["values"] for s in rel["samples"]] == [pytest.approx([2.0] * 3), pytest.approx([-1.0] * 3)]
     assert m["gap_rise"]["values"] == pytest.approx([4.0] * 3) and m["gap_rise"]["unit"] == "seed"
     assert (out / "figures" / "fragile_claim.png").is_file()
-    # the knob claims read these keys: the gap falls with reliability, the bond holds at visibility 1
-    metrics = {"fragile": m}
+    # the knob claims read these keys (the reliability knob is cut at tiny, README "Seeds"; its code stays)
     claims = {e["id"]: e for e in load_claims(PAPER / "claims.yaml")}
-    assert evaluate_claim(claims["freebind.reliability_gap_falls"], metrics, "tiny").status == "PASS"
-    assert evaluate_claim(claims["freebind.fragile_reliable_vis100"], metrics, "tiny").status == "FAIL"
+    assert evaluate_claim(claims["freebind.fragile_gap_rises"], {"fragile": m}, "tiny").status != "NOT RUN"
 
 
 def _bare_run(cfg, ckpt, seed=0):
