@@ -36,15 +36,21 @@ def _workload() -> None:
         opt.step()
 
 
-def probe_cpu_s(rounds: int = ROUNDS) -> float:
-    """The fastest of `rounds` runs of the workload, in CPU seconds of this process (after one warm-up)."""
-    _workload()
+def least_cpu_s(call, rounds: int = ROUNDS) -> float:
+    """The least CPU seconds of this process over `rounds` calls of `call`, after one warm-up call (the
+    least is the least disturbed by other work on the machine)."""
+    call()
     best = float("inf")
     for _ in range(rounds):
         start = time.process_time()
-        _workload()
+        call()
         best = min(best, time.process_time() - start)
     return best
+
+
+def probe_cpu_s(rounds: int = ROUNDS) -> float:
+    """The machine-speed probe: the least CPU seconds of the workload over `rounds` runs."""
+    return least_cpu_s(_workload, rounds)
 
 
 def slowdown(probe_s: float | None = None) -> float:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import torch
@@ -27,6 +26,7 @@ from papers.p2l.models import build_text_encoder, build_unet, build_vae   # sets
 from papers.p2l.operators import build_operator
 from papers.p2l.solver import solve
 from shared.config import load_config
+from shared.machine_speed import least_cpu_s
 
 REPO = Path(__file__).resolve().parents[1]
 ARMS = {"ldps": ("ldps", {}), "p2l_K1": ("p2l", {"prompt_steps": 1}), "p2l_K2": ("p2l", {"prompt_steps": 2})}
@@ -54,13 +54,7 @@ def cpu_per_image_step(ldm, op, method: str, hp: dict, batch: int, steps: int, i
     def call():
         solve(method, y, op, ldm, steps=steps, seed=0, **hp)
 
-    call()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.process_time()
-        call()
-        best = min(best, time.process_time() - t0)
-    return best / (batch * steps)
+    return least_cpu_s(call, repeats) / (batch * steps)
 
 
 def main(argv=None) -> dict:
