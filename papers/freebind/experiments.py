@@ -1,9 +1,9 @@
 """FreeBind experiments: `fn(run) -> metrics` (see shared.experiment); the registry of the paper's jobs.
 
-bonds_s0..s4  one seed each (`seeds`): train the spaces and the 7 bond MoPs (with the shuffled-pairs
-              arm), score every table row, the references without training and the λ curves (run side
-              by side by Snakemake; spaces and bonds are cached under checkpoints/, keyed by config hash
-              and seed)
+bonds_s0..s7  one seed each (`seeds`): train the spaces and the 8 bond MoPs (with the two shuffled-pairs
+              arms), score every table row, the references without training, each bond and late fusion
+              at the λ best on validation, and the λ curves (run side by side by Snakemake; spaces and
+              bonds are cached under checkpoints/, keyed by config hash and seed)
 main_table    paper Tables 3-4 analogue with the late-fusion references (main_table.py)
 lambda_tradeoff  the customised-inference curves (lambda_tradeoff.py)
 fragile_p0..p2  one visibility each, every loudness reliability, over `fragile.seeds` (knob_sweeps.py)

@@ -12,6 +12,11 @@ with both spaces side by side and train nothing:
   U-U and expert-expert terms, without the cross terms a shared coordinate system adds.
 - **the experts' average** `late_fusion({}, [E1, E2], 1, 1)`: the experts alone, cos = mean_k cos_Ek.
 
+With λ_image = 0 (the combination bond leaves images untouched too) the fused image is U's image padded
+with zeros, so every audio→image and text→image score is U's times √(1-λ): late fusion's image rankings
+are U's at every λa, λt < 1. Each reference is also scored at the λ best on validation events, over the
+same grid as the bond it is compared with (`lambda_selection.py`).
+
 The result is an embedding dict that `evaluation.evaluate` scores like any space.
 """
 from __future__ import annotations
