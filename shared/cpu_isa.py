@@ -16,7 +16,7 @@ last bits into other weights and other images. Each has its own switch, read onc
 smoke and tiny, so every job, notebook and warm-start server it runs inherits it, and tests/conftest.py
 does before torch is imported; an experiment run by hand at smoke or tiny starts again with it
 (`shared.experiment.cli`). A value already in the environment wins, so one run can ask for another
-(`ATEN_CPU_CAPABILITY=default make test`). A real full-profile run is left free: its GPUs decide its numbers.
+(`ATEN_CPU_CAPABILITY=default make test`), and `REPRO_CPU_ISA=free` leaves them all unset. A real full-profile run is left free: its GPUs decide its numbers.
 This module imports nothing heavy (the test suite reads it before torch).
 """
 from __future__ import annotations
@@ -26,13 +26,26 @@ from typing import Mapping, MutableMapping
 
 PINNED = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "COMPATIBLE"}
 PINNED_PROFILES = ("smoke", "tiny")
+# REPRO_CPU_ISA=free leaves every library to pick its kernels from the CPU (to measure what the pin costs)
+OPT_OUT = "REPRO_CPU_ISA"
 
 
 def pin(environ: MutableMapping[str, str] = os.environ) -> dict[str, str]:
-    """Put the pinned settings into `environ` where it has none; returns the settings in effect."""
-    for key, value in PINNED.items():
-        environ.setdefault(key, value)
+    """Put the pinned settings into `environ` where it has none (none at all under REPRO_CPU_ISA=free);
+    returns the settings in effect."""
+    if not is_free(environ):
+        for key, value in PINNED.items():
+            environ.setdefault(key, value)
     return in_effect(environ)
+
+
+def needs_pin(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether `pin` would add a setting: a process started so must start again to obey it."""
+    return not is_free(environ) and any(key not in environ for key in PINNED)
+
+
+def is_free(environ: Mapping[str, str] = os.environ) -> bool:
+    return environ.get(OPT_OUT) == "free"
 
 
 def in_effect(environ: Mapping[str, str] = os.environ) -> dict[str, str]:

@@ -184,7 +184,7 @@ def cli(paper: str, experiments: Mapping[str, Experiment], config_path: Path, ar
     parser.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")))
     parser.add_argument("--debug", action="store_true", help="show the traceback of a config, input or checkpoint error")
     args = parser.parse_args(argv)
-    if argv is None and args.profile in cpu_isa.PINNED_PROFILES and any(k not in os.environ for k in cpu_isa.PINNED):
+    if argv is None and args.profile in cpu_isa.PINNED_PROFILES and cpu_isa.needs_pin():
         # run by hand, not by the workflow: start again with the CPU kernels pinned as the workflow's jobs
         # are (shared/cpu_isa.py); the switches are read once per process, so only a fresh one obeys them
         env = dict(os.environ)

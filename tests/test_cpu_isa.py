@@ -60,6 +60,9 @@ def test_pin_fills_only_what_is_unset():
     assert cpu_isa.pin(env) == {**cpu_isa.PINNED, "ATEN_CPU_CAPABILITY": "default"}
     assert not cpu_isa.is_pinned(env) and cpu_isa.is_pinned(cpu_isa.PINNED)
     assert cpu_isa.in_effect({}) == dict.fromkeys(cpu_isa.PINNED, "free")
+    free = {cpu_isa.OPT_OUT: "free"}
+    assert cpu_isa.pin(free) == dict.fromkeys(cpu_isa.PINNED, "free") and not cpu_isa.needs_pin(free)
+    assert cpu_isa.needs_pin({"MKL_CBWR": "AUTO"}) and not cpu_isa.needs_pin(dict(cpu_isa.PINNED))
 
 
 def test_smoke_and_tiny_runs_and_the_suite_are_pinned(repo):
@@ -74,12 +77,13 @@ def test_smoke_and_tiny_runs_and_the_suite_are_pinned(repo):
 
 def test_an_experiment_run_by_hand_at_tiny_or_smoke_runs_pinned(tmp_path):
     """`python -m <paper> <experiment>` outside the workflow starts again pinned (its provenance says so); a
-    setting the user gave is kept."""
+    setting the user gave is kept, and REPRO_CPU_ISA=free pins nothing."""
     from conftest import FIXTURE_PAPERS
 
     env = {k: v for k, v in os.environ.items() if k not in cpu_isa.PINNED}
-    for extra, want in (({}, cpu_isa.PINNED), ({"MKL_CBWR": "AUTO"}, {**cpu_isa.PINNED, "MKL_CBWR": "AUTO"})):
-        out = tmp_path / str(len(extra))
+    for extra, want in (({}, cpu_isa.PINNED), ({"MKL_CBWR": "AUTO"}, {**cpu_isa.PINNED, "MKL_CBWR": "AUTO"}),
+                        ({cpu_isa.OPT_OUT: "free"}, dict.fromkeys(cpu_isa.PINNED, "free"))):
+        out = tmp_path / "_".join(extra.values() or ["none"])
         run = subprocess.run([sys.executable, "-m", "toy", "fit", "--profile", "smoke", "--out", str(out)],
                              env={**env, **extra, "PYTHONPATH": str(FIXTURE_PAPERS)}, capture_output=True, text=True)
         assert run.returncode == 0, run.stderr[-2000:]

@@ -4,7 +4,7 @@ CPU) and once under each setting below, on this machine; and whether the job's m
 
     python tools/bench_cpu_isa.py [--job freebind bonds_s0] [--save benchmarks/cpu_isa.json]
 
-Settings: `free`; `pinned` (shared.cpu_isa.PINNED, MKL's cross-vendor branch COMPATIBLE); `pinned_mkl_avx2`
+Settings: `free` (REPRO_CPU_ISA=free: nothing pinned); `pinned` (shared.cpu_isa.PINNED, MKL's cross-vendor branch COMPATIBLE); `pinned_mkl_avx2`
 (the same with MKL's AVX2 branch, which MKL's documentation guarantees on Intel CPUs only). CPU-s are the
 job process's user + system time; `metrics_equal_to_free` compares the job's metrics file leaf by leaf,
 timings left out. A benchmark, not a test: one run each, and the ratios move with the processor.
@@ -25,13 +25,13 @@ from shared import cpu_isa
 from shared.record import machine
 
 REPO = Path(__file__).resolve().parents[1]
-SETTINGS = {"free": {}, "pinned": cpu_isa.PINNED, "pinned_mkl_avx2": {**cpu_isa.PINNED, "MKL_CBWR": "AVX2"}}
+SETTINGS = {"free": {cpu_isa.OPT_OUT: "free"}, "pinned": cpu_isa.PINNED, "pinned_mkl_avx2": {**cpu_isa.PINNED, "MKL_CBWR": "AVX2"}}
 MATMUL = ("import time, torch; torch.set_num_threads(1); a, b = torch.randn(512, 512), torch.randn(512, 512); a @ b; "
           "t = time.perf_counter(); [a @ b for _ in range(50)]; print(2 * 512**3 * 50 / (time.perf_counter() - t) / 1e9)")
 
 
 def env_of(setting: dict) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in cpu_isa.PINNED}
+    env = {k: v for k, v in os.environ.items() if k not in (*cpu_isa.PINNED, cpu_isa.OPT_OUT)}
     return {**env, **setting, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
 
 
