@@ -2,7 +2,7 @@
 
 At full FreeBind trains nothing: `bonds_s0` applies the released projectors (mixtures of 7 two-layer
 MLPs, papers.freebind.full) to the precomputed embeddings of every dataset and scores retrieval and
-zero-shot classification; `bonds_s1..4` and the `fragile_p*` points write a skipped record. FLOPs are
+zero-shot classification; `bonds_s1..7` and the `fragile_p*` points write a skipped record. FLOPs are
 analytic: projector applications (2 × params per item and member) and the score matrices
 (2 · queries · gallery · d). Dataset sizes are the public evaluation splits' item counts (stated).
 """
@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 
 from shared.cost_plan import Cost, autocast
+
+from .summaries import N_SEED_JOBS
 
 # evaluation items per dataset (queries, gallery or classes), stated from the public splits
 ITEMS = {"esc50": (2000, 50), "audioset": (20000, 527), "imagenet": (50000, 1000), "audiocaps": (4875, 975),
@@ -41,7 +43,7 @@ def job_costs(cfg) -> list[Cost]:
     costs = [Cost("bonds_s0", "gpu", flops=flops, flops_how="analytic", precision=prec, gpu_mem_gb=mem + 1,
                   mem_how="analytic", bytes_read=bytes_read + BONDS * MEMBERS * 4 * 2 * dmax * hidden, host_s=600,
                   note="released projectors on every dataset; loading stated as 10 min")]
-    for i in range(1, 5):
+    for i in range(1, N_SEED_JOBS):
         costs.append(Cost(f"bonds_s{i}", "gpu", flops_how="stated", precision=prec, host_s=30,
                           note="full: a skipped record (the released projectors are evaluated once)"))
     for i in range(3):

@@ -120,7 +120,9 @@ def main_table(run) -> dict:
 def lambda_selection(run, seeds: list[dict]) -> dict:
     """The λ each tuned arm chose per column on validation, per seed, and the evaluations it spent."""
     tuned = [s["tuning"] for s in seeds if "tuning" in s]
-    if not tuned:
+    if not tuned:   # the full profile scores the released projectors at the paper's λ: nothing is tuned
+        run.save_table(pd.DataFrame([{"arm (λ best on validation)": "none: no λ is tuned on validation here"}]),
+                       "lambda_selection")
         return {}
     out = {arm: {"evaluations": [t[arm]["evaluations"] for t in tuned],
                  "chosen": {c: [t[arm]["chosen"].get(c) for t in tuned] for c in TASKS}}
