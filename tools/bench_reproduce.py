@@ -33,6 +33,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from shared import cpu_isa
+
 STACK = "import numpy, scipy.stats, pandas, yaml, torch, lightning, matplotlib.pyplot, PIL.Image, sklearn.linear_model, einops"
 PAPERS = ("p2l", "everest", "mmp", "freebind", "e2gan", "kernels")
 
@@ -56,14 +58,17 @@ def benchmark_jobs(results: Path) -> list[dict]:
     return jobs
 
 
-def process_jobs(results: Path) -> list[dict]:
+def job_provenance(results: Path) -> list[dict]:
+    """Every provenance sidecar of the run written by an experiment process (with its `process` record)."""
+    recs = (json.loads(path.read_text()) for path in results.rglob("*.provenance.json"))
+    return [rec for rec in recs if rec.get("process") and rec.get("rule")]
+
+
+def process_jobs(records: list[dict]) -> list[dict]:
     """One row per experiment process (rule, pid) from the provenance sidecars' `process` records."""
     by_job: dict[tuple, dict] = {}
-    for path in results.rglob("*.provenance.json"):
-        rec = json.loads(path.read_text())
-        proc, rule = rec.get("process"), rec.get("rule")
-        if not proc or not rule:
-            continue
+    for rec in records:
+        proc, rule = rec["process"], rec["rule"]
         key = (rule, proc["pid"])
         job = by_job.setdefault(key, {"rule": rule, "job": f"{rule}[pid {proc['pid']}]", "wall_s": 0.0,
                                       "cpu_s": 0.0, "max_rss_mib": 0.0, "warm": bool(proc.get("warm")),
@@ -74,10 +79,9 @@ def process_jobs(results: Path) -> list[dict]:
     return list(by_job.values())
 
 
-def jobs_of_run(results: Path) -> list[dict]:
-    """Every job once: a rule whose jobs ran warm is counted from their provenance, every other from
-    its benchmark files."""
-    own = process_jobs(results)
+def jobs_of_run(results: Path, own: list[dict]) -> list[dict]:
+    """Every job once: a rule whose jobs ran warm is counted from their provenance (`own`, the process
+    rows), every other from its benchmark files."""
     warm_rules = {j["rule"] for j in own if j["warm"]}
     return ([j for j in benchmark_jobs(results) if j["rule"] not in warm_rules]
             + [j for j in own if j["rule"] in warm_rules])
@@ -91,28 +95,30 @@ def import_cpu_s() -> float:
     return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
-def machine_probe_s(results: Path) -> float:
-    """The machine-speed probe's CPU-s in a fresh one-thread interpreter, under the run's setting."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", **run_cpu_isa(results)}
-    env = {k: v for k, v in env.items() if v != "free"}
+def machine_probe_s(setting: dict) -> float:
+    """The machine-speed probe's CPU-s in a fresh one-thread interpreter, under the run's instruction-set
+    `setting` (a switch the run left free is left unset)."""
+    env = {k: v for k, v in os.environ.items() if k not in cpu_isa.PINNED}
+    env.update({k: v for k, v in setting.items() if v != "free"}, OMP_NUM_THREADS="1")
     code = "import torch; torch.set_num_threads(1); from shared.machine_speed import probe_cpu_s; print(probe_cpu_s())"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])
     return float(out.stdout.split()[-1])
 
 
-def run_cpu_isa(results: Path) -> dict:
+def run_cpu_isa(records: list[dict]) -> dict:
     """The instruction-set setting the run's experiment jobs recorded (shared/cpu_isa.py); {} if none did."""
-    seen = {json.dumps(rec["device"]["cpu_isa"], sort_keys=True)
-            for rec in (json.loads(p.read_text()) for p in results.rglob("*.provenance.json"))
-            if rec.get("process") and "cpu_isa" in rec.get("device", {})}
+    seen = {json.dumps(rec["device"]["cpu_isa"], sort_keys=True) for rec in records
+            if "cpu_isa" in rec.get("device", {})}
     if len(seen) > 1:
         raise SystemExit(f"the run's jobs ran under {len(seen)} instruction-set settings: {sorted(seen)}")
     return json.loads(seen.pop()) if seen else {}
 
 
 def profile(results: Path, wall_s: float | None = None, startup_s: float | None = None) -> dict:
-    jobs = jobs_of_run(results)
+    records = job_provenance(results)
+    own = process_jobs(records)
+    jobs = jobs_of_run(results, own)
     per_rule: dict[str, dict] = defaultdict(lambda: {"jobs": 0, "cpu_s": 0.0, "wall_s": 0.0, "max_rss_mib": 0.0})
     for j in jobs:
         r = per_rule[j["rule"]]
@@ -125,7 +131,7 @@ def profile(results: Path, wall_s: float | None = None, startup_s: float | None 
         p = per_paper[paper_of(rule)]
         for k in ("jobs", "cpu_s", "wall_s"):
             p[k] += r[k]
-    experiment_rules = {j["rule"] for j in process_jobs(results)}
+    experiment_rules = {j["rule"] for j in own}
     cold_experiment_jobs = sum(1 for j in jobs if j["rule"] in experiment_rules and not j["warm"])
     warm_jobs = sum(1 for j in jobs if j["warm"])
     total_cpu = sum(j["cpu_s"] for j in jobs)
@@ -135,7 +141,7 @@ def profile(results: Path, wall_s: float | None = None, startup_s: float | None 
            "per_rule": {k: {kk: round(vv, 1) for kk, vv in v.items()} for k, v in sorted(per_rule.items())},
            "top_jobs": [{k: (round(v, 1) if isinstance(v, float) else v) for k, v in j.items()}
                         for j in sorted(jobs, key=lambda j: -j["cpu_s"])[:10]]}
-    out["cpu_isa"] = run_cpu_isa(results)
+    out["cpu_isa"] = run_cpu_isa(records)
     if startup_s is not None:
         out["import_cpu_s"] = round(startup_s, 2)
         out["startup_cpu_s"] = round(startup_s * cold_experiment_jobs, 1)
@@ -187,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     prof = profile(args.results, args.wall, None if args.no_import_probe else import_cpu_s())
     if not args.no_machine_probe:
-        prof["probe_cpu_s"] = round(machine_probe_s(args.results), 3)
+        prof["probe_cpu_s"] = round(machine_probe_s(prof["cpu_isa"]), 3)
         prof["cpu_s_in_probes"] = round(prof["cpu_s"] / prof["probe_cpu_s"], 1)
     last = json.loads(args.record.read_text()) if args.record and args.record.is_file() else None
     print(report(prof, last))
